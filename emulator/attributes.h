@@ -1,0 +1,109 @@
+// Device and port attributes as the soft HCA reports them. Plain numbers and
+// flags with IBTA meaning; the provider maps them to ibv_device_attr et al.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "emulator/device_config.h"
+#include "emulator/types.h"
+
+namespace softverbs {
+
+// Limits of the soft HCA; the provider's argument checks use these too.
+constexpr uint32_t kMaxSge = 32;
+constexpr uint32_t kMaxInlineData = 512;
+constexpr uint32_t kMaxQpWr = 16384;
+constexpr uint32_t kMaxCqe = 1u << 20;
+constexpr uint32_t kMaxQp = 1u << 16;
+constexpr uint32_t kMaxCq = 1u << 16;
+constexpr uint32_t kMaxMr = 1u << 20;
+constexpr uint32_t kMaxPd = 1u << 16;
+constexpr uint32_t kMaxRdAtomic = 16;
+constexpr uint64_t kMaxMrSize = ~0ull;
+constexpr uint32_t kMaxMsgSize = 1u << 31;
+constexpr uint16_t kPkeyTableLen = 1;
+constexpr uint16_t kDefaultPkey = 0xffff;
+constexpr uint32_t kGidTableLen = 16;
+
+enum class AtomicCapability : uint8_t { kNone, kHca, kGlobal };
+
+struct DeviceAttributes {
+  std::string fw_ver;
+  uint64_t node_guid = 0;       // host byte order
+  uint64_t sys_image_guid = 0;  // host byte order
+  uint64_t max_mr_size = kMaxMrSize;
+  uint64_t page_size_cap = 0;
+  uint32_t vendor_id = 0;
+  uint32_t vendor_part_id = 0;
+  uint32_t hw_ver = 0;
+  uint32_t max_qp = kMaxQp;
+  uint32_t max_qp_wr = kMaxQpWr;
+  uint32_t max_sge = kMaxSge;
+  uint32_t max_sge_rd = kMaxSge;
+  uint32_t max_cq = kMaxCq;
+  uint32_t max_cqe = kMaxCqe;
+  uint32_t max_mr = kMaxMr;
+  uint32_t max_pd = kMaxPd;
+  uint32_t max_qp_rd_atom = kMaxRdAtomic;
+  uint32_t max_res_rd_atom = 0;
+  uint32_t max_qp_init_rd_atom = kMaxRdAtomic;
+  AtomicCapability atomic_cap = AtomicCapability::kHca;
+  uint32_t max_mw = 0;
+  uint32_t max_srq = 0;
+  uint32_t max_srq_wr = 0;
+  uint32_t max_srq_sge = 0;
+  uint16_t max_pkeys = kPkeyTableLen;
+  uint8_t local_ca_ack_delay = 15;
+  uint8_t phys_port_cnt = 1;
+  uint32_t max_ah = 0;
+  uint32_t max_mcast_grp = 0;
+  uint32_t max_mcast_qp_attach = 0;
+  uint32_t max_inline_data = kMaxInlineData;
+  // Capabilities with IBTA meaning.
+  bool cap_bad_pkey_cntr = true;
+  bool cap_bad_qkey_cntr = true;
+  bool cap_sys_image_guid = true;
+  bool cap_rc_rnr_nak_gen = true;
+  bool cap_port_active_event = true;
+  bool cap_change_phy_port = false;
+  bool cap_srq_resize = false;
+  bool cap_mem_window = false;
+  bool cap_xrc = false;
+};
+
+enum class PortState : uint8_t { kNop, kDown, kInit, kArmed, kActive, kActiveDefer };
+
+struct PortAttributes {
+  PortState state = PortState::kActive;
+  Mtu max_mtu = Mtu::k4096;
+  Mtu active_mtu = Mtu::k4096;
+  uint32_t gid_tbl_len = kGidTableLen;
+  uint32_t max_msg_sz = kMaxMsgSize;
+  uint32_t bad_pkey_cntr = 0;
+  uint32_t qkey_viol_cntr = 0;
+  uint16_t pkey_tbl_len = kPkeyTableLen;
+  uint16_t lid = 0;
+  uint16_t sm_lid = 0;
+  uint8_t lmc = 0;
+  uint8_t max_vl_num = 1;  // IBTA encoding: 1 = VL0 only
+  uint8_t sm_sl = 0;
+  uint8_t subnet_timeout = 18;
+  uint8_t init_type_reply = 0;
+  uint8_t active_width = 2;  // IBTA encoding: 4x
+  uint8_t active_speed = 32; // IBTA encoding: EDR (25 Gb/s per lane)
+  uint8_t phys_state = 5;    // LinkUp
+  LinkLayer link_layer = LinkLayer::kInfiniBand;
+  // Port capability bits with IBTA meaning.
+  bool cap_sm = false;
+  bool cap_is_sm_disabled = false;
+  bool cap_sys_image_guid_supported = true;
+  bool cap_pkey_sw_ext_port_trap = false;
+  bool cap_extended_speeds = false;
+  bool cap_cm_supported = false;
+  bool cap_device_mgmt = false;
+  bool cap_vendor_class = false;
+  bool cap_ip_based_gids = false;
+};
+
+}  // namespace softverbs

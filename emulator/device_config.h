@@ -1,0 +1,33 @@
+// Which soft devices exist and how they look. Read once per process from the
+// environment, so every process that uses softverbs0 agrees on its identity.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emulator/types.h"
+
+namespace softverbs {
+
+enum class LinkLayer : uint8_t { kInfiniBand, kEthernet };
+
+struct DeviceDescription {
+  std::string name;       // "softverbs0"
+  uint32_t index = 0;     // position in the list, also the port's LID - 1
+  uint64_t node_guid = 0; // host byte order
+  LinkLayer link_layer = LinkLayer::kInfiniBand;
+  uint16_t lid = 0;       // 0 on Ethernet
+  std::vector<Gid> gids;  // GID table of port 1
+};
+
+// SOFTVERBS_DEVICES: number of devices (default 1) named softverbs0..N-1.
+// SOFTVERBS_LINK_LAYER: "ib" (default) or "eth".
+// Returns an empty list and sets `error` to a readable reason on bad values.
+std::vector<DeviceDescription> configured_devices(std::string* error = nullptr);
+
+// Finds the local device that owns this LID or GID, or nullptr.
+const DeviceDescription* find_device_by_lid(uint16_t lid);
+const DeviceDescription* find_device_by_gid(const Gid& gid);
+
+}  // namespace softverbs

@@ -1,0 +1,178 @@
+// The soft HCA as one process sees it: the face the provider calls.
+//
+// Ownership: the provider owns every object it creates (unique_ptr) and
+// destroys children before parents, as verbs requires; the HCA checks that
+// and refuses with EBUSY otherwise.
+//
+// Threads: every method may be called from any thread. All transport state of
+// a process is guarded by one engine lock (see engine.h); methods take it
+// themselves. Callbacks (CompletionEventSink, AsyncEventSink) run with the
+// engine lock held and must only record the event and signal an fd.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "emulator/attributes.h"
+#include "emulator/types.h"
+
+namespace softverbs {
+
+class Engine;
+class Hca;
+class Pd;
+class Mr;
+class Cq;
+class Qp;
+
+// Told when an armed CQ gets a completion (the IBTA's Completion Event).
+class CompletionEventSink {
+ public:
+  virtual ~CompletionEventSink() = default;
+  virtual void on_completion_event(Cq& cq) = 0;
+};
+
+struct AsyncEvent {
+  AsyncEventType type;
+  Qp* qp = nullptr;
+  Cq* cq = nullptr;
+  uint8_t port = 0;
+};
+
+class AsyncEventSink {
+ public:
+  virtual ~AsyncEventSink() = default;
+  virtual void on_async_event(const AsyncEvent& event) = 0;
+};
+
+class Hca {
+ public:
+  // Opens device `index` of configured_devices(). Returns nullptr and sets
+  // `err` (ENODEV, ENOMEM, or EACCES when the shared registry can't be used).
+  static std::unique_ptr<Hca> open(uint32_t index, Errno& err);
+  ~Hca();
+
+  const DeviceDescription& description() const;
+  const DeviceAttributes& attributes() const;
+  Errno query_port(uint8_t port, PortAttributes& out) const;   // EINVAL on bad port
+  Errno query_gid(uint8_t port, uint32_t index, Gid& out) const;  // EINVAL
+  Errno query_pkey(uint8_t port, uint32_t index, uint16_t& out) const;  // EINVAL
+
+  void set_async_event_sink(AsyncEventSink* sink);
+
+  std::unique_ptr<Pd> alloc_pd(Errno& err);
+  // EINVAL on a bad access combination (remote write/atomic without local
+  // write) or a zero length; ENOMEM past max_mr.
+  std::unique_ptr<Mr> register_mr(Pd& pd, uint64_t addr, uint64_t length,
+                                  uint32_t access, Errno& err);
+  // EINVAL when cqe is 0 or above max_cqe. The CQ holds at least `cqe`.
+  std::unique_ptr<Cq> create_cq(uint32_t cqe, CompletionEventSink* sink,
+                                Errno& err);
+  struct QpInit {
+    QpType type = QpType::kRc;
+    Cq* send_cq = nullptr;
+    Cq* recv_cq = nullptr;
+    QpCapabilities cap;  // updated with what was granted
+    bool sq_sig_all = false;
+  };
+  // EINVAL on caps above the device limits or missing CQs; EOPNOTSUPP for
+  // QP types not supported yet.
+  std::unique_ptr<Qp> create_qp(Pd& pd, QpInit& init, Errno& err);
+
+  Engine& engine() const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Hca(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Pd {
+ public:
+  ~Pd();
+  Hca& hca() const { return hca_; }
+  uint32_t handle() const { return handle_; }
+  // Objects still using this PD; destroy refuses (EBUSY) while non-zero.
+  std::atomic<uint32_t> users{0};
+
+ private:
+  friend class Hca;
+  Pd(Hca& hca, uint32_t handle) : hca_(hca), handle_(handle) {}
+  Hca& hca_;
+  uint32_t handle_;
+};
+
+class Mr {
+ public:
+  ~Mr();
+  uint32_t lkey() const { return lkey_; }
+  uint32_t rkey() const { return rkey_; }
+  uint64_t addr() const { return addr_; }
+  uint64_t length() const { return length_; }
+  uint32_t access() const { return access_; }
+  Pd& pd() const { return pd_; }
+
+ private:
+  friend class Hca;
+  Mr(Pd& pd, uint64_t addr, uint64_t length, uint32_t access, uint32_t lkey,
+     uint32_t rkey)
+      : pd_(pd), addr_(addr), length_(length), access_(access), lkey_(lkey),
+        rkey_(rkey) {}
+  Pd& pd_;
+  uint64_t addr_, length_;
+  uint32_t access_, lkey_, rkey_;
+};
+
+class Cq {
+ public:
+  ~Cq();
+  uint32_t capacity() const;
+  // Drives progress, then moves up to `max` completions into `out`.
+  // Returns how many, or -1 (the CQ overflowed: CQ error).
+  int poll(std::span<Completion> out);
+  // Requests a completion event for the next (solicited) completion.
+  Errno arm(bool solicited_only);
+  // Objects (QPs) still using this CQ.
+  std::atomic<uint32_t> users{0};
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  friend class Hca;
+  explicit Cq(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Qp {
+ public:
+  ~Qp();
+  uint32_t qpn() const;
+  QpType type() const;
+  QpState state() const;
+  // Checks the transition against the IBTA table of required and optional
+  // attributes for the QP's type: EINVAL (nothing changed) when illegal.
+  Errno modify(const QpAttributes& attr, uint32_t mask);
+  Errno query(QpAttributes& out) const;
+  // Posts one send WR. EINVAL for an opcode the QP type does not allow or a
+  // bad SGE count / inline size, ENOMEM when the SQ is full, EINVAL when the
+  // QP's state does not accept sends (RESET, INIT, RTR).
+  Errno post_send(const SendRequest& wr);
+  // Posts one receive WR. ENOMEM when the RQ is full, EINVAL in RESET or with
+  // too many SGEs.
+  Errno post_recv(const RecvRequest& wr);
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  friend class Hca;
+  explicit Qp(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace softverbs

@@ -1,0 +1,52 @@
+// A wire carries IB frames between soft ports. The engine sends through this
+// interface and never knows which wire it has, so tests can use an in-memory
+// one and faults can be injected in between.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace softverbs {
+
+// Where a frame goes: the destination port (device) and QP. The wire decides
+// which process (or host) serves that pair.
+struct WireAddress {
+  uint32_t device_index = 0;
+  uint32_t qpn = 0;
+};
+
+struct WireCounters {
+  uint64_t frames_sent = 0;
+  uint64_t frames_received = 0;
+  uint64_t frames_deferred = 0;      // destination ring full, held locally
+  uint64_t frames_unroutable = 0;    // no live owner for the destination
+};
+
+class Wire {
+ public:
+  virtual ~Wire() = default;
+
+  // Hands one frame to the wire. Never blocks. A frame for a destination that
+  // has no live owner is dropped and counted (returns false); a lossless wire
+  // holds frames it cannot deliver yet and sends them, in order, from poll().
+  virtual bool send(const WireAddress& dst, std::span<const uint8_t> frame) = 0;
+
+  // Delivers up to `budget` received frames to `deliver`, and pushes held
+  // frames onwards. Returns the number delivered.
+  virtual size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+                      size_t budget) = 0;
+
+  // Sleeps until a frame may have arrived, wake() is called, or `timeout_ns`
+  // passes (0: don't sleep). Only one thread waits at a time.
+  virtual void wait(uint64_t timeout_ns) = 0;
+  virtual void wake() = 0;
+
+  // True while frames are held back waiting for room at their destination.
+  virtual bool has_deferred() const = 0;
+
+  virtual WireCounters counters() const = 0;
+};
+
+}  // namespace softverbs
