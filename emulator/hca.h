@@ -26,6 +26,7 @@ class Pd;
 class Mr;
 class Cq;
 class Qp;
+struct QpImpl;
 
 // Told when an armed CQ gets a completion (the IBTA's Completion Event).
 class CompletionEventSink {
@@ -52,6 +53,8 @@ class Hca {
   // Opens device `index` of configured_devices(). Returns nullptr and sets
   // `err` (ENODEV, ENOMEM, or EACCES when the shared registry can't be used).
   static std::unique_ptr<Hca> open(uint32_t index, Errno& err);
+  // The same on a given engine (unit tests: in-memory wire, manual clock).
+  static std::unique_ptr<Hca> open_on(Engine& engine, uint32_t index, Errno& err);
   ~Hca();
 
   const DeviceDescription& description() const;
@@ -166,7 +169,7 @@ class Qp {
   // too many SGEs.
   Errno post_recv(const RecvRequest& wr);
 
-  struct Impl;
+  using Impl = QpImpl;
   Impl& impl() const { return *impl_; }
 
  private:

@@ -1,0 +1,18 @@
+#include "emulator/clock.h"
+
+#include <time.h>
+
+namespace softverbs {
+
+uint64_t SteadyClock::now_ns() const {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + ts.tv_nsec;
+}
+
+SteadyClock& SteadyClock::instance() {
+  static SteadyClock clock;
+  return clock;
+}
+
+}  // namespace softverbs

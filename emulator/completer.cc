@@ -1,0 +1,222 @@
+// The completer: retires send WQEs as ACKs, NAKs and READ responses arrive
+// (IBTA 9.7.5.1), and runs the retransmit and RNR timers.
+#include <algorithm>
+
+#include "emulator/aeth.h"
+#include "emulator/qp_impl.h"
+
+namespace softverbs {
+namespace {
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kSendWithInv: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpSwp: return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAdd: return WcOpcode::kFetchAdd;
+  }
+  return WcOpcode::kSend;
+}
+
+WcStatus nak_status(uint8_t code) {
+  switch (code) {
+    case aeth::kNakInvalidRequest: return WcStatus::kRemInvReqErr;
+    case aeth::kNakRemoteAccessError: return WcStatus::kRemAccessErr;
+    case aeth::kNakRemoteOperationalError: return WcStatus::kRemOpErr;
+    case aeth::kNakInvalidRdRequest: return WcStatus::kRemInvRdReqErr;
+    default: return WcStatus::kBadRespErr;
+  }
+}
+
+bool psn_in(uint32_t psn, uint32_t first, uint32_t last) {
+  return packet::psn_diff(psn, first) >= 0 && packet::psn_diff(psn, last) <= 0;
+}
+
+}  // namespace
+
+void QpImpl::arm_retransmit_timer() {
+  if (attr.timeout == 0 || retransmit_deadline_ns) return;  // 0: wait forever
+  // IBTA 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout.
+  retransmit_deadline_ns = engine->clock().now_ns() + (4096ull << attr.timeout);
+  engine->watch_timer(this);
+}
+
+void QpImpl::complete_send(SendWqe& w, WcStatus status) {
+  if (w.done) return;
+  if (w.opcode == WrOpcode::kRdmaRead && w.started && reads_outstanding) --reads_outstanding;
+  w.done = true;
+  w.status = status;
+}
+
+void QpImpl::retire_completed() {
+  while (sq_head != sq_tail && sq_at(sq_head).done) {
+    SendWqe& w = sq_at(sq_head);
+    // IBTA 10.7.3.1: unsignaled WRs complete silently unless in error.
+    if (w.status != WcStatus::kSuccess || sq_sig_all || (w.flags & kWrSignaled)) {
+      Completion c;
+      c.wr_id = w.wr_id;
+      c.status = w.status;
+      c.opcode = wc_opcode(w.opcode);
+      c.byte_len = static_cast<uint32_t>(w.length);
+      c.qp_num = qpn;
+      send_cq->impl().push(c, false);
+    }
+    ++sq_head;
+  }
+  if (sq_next < sq_head) sq_next = sq_head;
+  if (attr.state == QpState::kSqd && sq_drained_notify && sq_head == sq_tail) {
+    sq_drained_notify = false;
+    raise(AsyncEventType::kSqDrained);
+  }
+}
+
+void QpImpl::fail_send(WcStatus status) {
+  for (uint64_t n = sq_head; n != sq_tail; ++n) {
+    SendWqe& w = sq_at(n);
+    if (!w.done) {
+      complete_send(w, status);
+      break;
+    }
+  }
+  enter_error();
+}
+
+namespace {
+
+// Everything before `psn` is acknowledged (explicitly or implicitly). Retires
+// SEND/WRITE WQEs that end before it; READs need their responses.
+// Returns false if a READ was passed over without its data (responses lost).
+void acknowledge_before(QpImpl& qp, uint32_t psn) {
+  for (uint64_t n = qp.sq_head; n != qp.sq_tail; ++n) {
+    SendWqe& w = qp.sq_at(n);
+    if (w.done) continue;
+    if (!w.started || w.opcode == WrOpcode::kRdmaRead) break;
+    if (packet::psn_diff(w.last_psn, psn) >= 0) break;
+    qp.complete_send(w, WcStatus::kSuccess);
+  }
+}
+
+void advance_una(QpImpl& qp, uint32_t psn) {
+  if (packet::psn_diff(psn, qp.una_psn) <= 0) return;
+  qp.una_psn = psn;
+  // Forward progress restarts the retry budget (IBTA 9.7.6.1.3).
+  qp.retries_left = qp.attr.retry_cnt;
+  qp.retransmit_deadline_ns = 0;
+  if (qp.una_psn != qp.npsn) qp.arm_retransmit_timer();
+}
+
+}  // namespace
+
+void QpImpl::on_response(const packet::DecodedPacket& pkt) {
+  const packet::Headers& h = pkt.headers;
+  const uint32_t psn = h.bth.psn;
+  // Responses for PSNs never sent, or older than anything outstanding, are
+  // stale duplicates (IBTA 9.7.5.1.x): ignore them.
+  if (packet::psn_diff(psn, npsn) >= 0 || packet::psn_diff(psn, una_psn) < 0) return;
+  const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(h.bth.opcode));
+
+  if (info.operation == packet::Operation::kReadResponse) {
+    acknowledge_before(*this, psn);
+    // The oldest incomplete WQE must be the READ these responses belong to.
+    SendWqe* w = nullptr;
+    uint64_t index = 0;
+    for (uint64_t n = sq_head; n != sq_tail; ++n)
+      if (!sq_at(n).done) {
+        w = &sq_at(n);
+        index = n;
+        break;
+      }
+    if (!w || w->opcode != WrOpcode::kRdmaRead || !psn_in(psn, w->first_psn, w->last_psn))
+      return;
+    if (psn != w->next_response_psn) return;  // lost or duplicate: the timer recovers
+    const uint64_t offset = uint64_t(packet::psn_diff(psn, w->first_psn)) * mtu();
+    const bool last = info.position == packet::Position::kLast ||
+                      info.position == packet::Position::kOnly;
+    const uint64_t expected = last ? w->length - offset : mtu();
+    if (pkt.payload.size() != std::min<uint64_t>(expected, w->length - offset)) {
+      complete_send(*w, WcStatus::kBadRespErr);
+      retire_completed();
+      enter_error();
+      return;
+    }
+    if (!pkt.payload.empty()) {
+      WcStatus st = scatter(sq_sges_at(index), w->num_sge, offset, pkt.payload);
+      if (st != WcStatus::kSuccess) {
+        complete_send(*w, st);
+        retire_completed();
+        enter_error();
+        return;
+      }
+    }
+    w->next_response_psn = packet::psn_add(psn, 1);
+    advance_una(*this, packet::psn_add(psn, 1));
+    if (last && psn == w->last_psn) complete_send(*w, WcStatus::kSuccess);
+    retire_completed();
+    requester_run();
+    return;
+  }
+
+  if (info.operation != packet::Operation::kAcknowledge) return;
+  switch (aeth::kind(h.aeth.syndrome)) {
+    case aeth::Kind::kAck:
+      acknowledge_before(*this, packet::psn_add(psn, 1));
+      advance_una(*this, packet::psn_add(psn, 1));
+      retire_completed();
+      requester_run();
+      return;
+    case aeth::Kind::kRnrNak:
+      acknowledge_before(*this, psn);
+      advance_una(*this, psn);
+      retire_completed();
+      if (attr.rnr_retry != 7) {  // 7 means retry forever (IBTA 9.7.5.2.8)
+        if (rnr_retries_left == 0) return fail_send(WcStatus::kRnrRetryExcErr);
+        --rnr_retries_left;
+      }
+      rewind_to(psn);
+      retransmit_deadline_ns = 0;
+      rnr_deadline_ns =
+          engine->clock().now_ns() + uint64_t(rnr_timer_us(aeth::value(h.aeth.syndrome))) * 1000;
+      engine->watch_timer(this);
+      return;
+    case aeth::Kind::kNak:
+      acknowledge_before(*this, psn);
+      advance_una(*this, psn);
+      retire_completed();
+      if (aeth::value(h.aeth.syndrome) == aeth::kNakPsnSequenceError) {
+        if (retries_left == 0) return fail_send(WcStatus::kRetryExcErr);
+        --retries_left;
+        rewind_to(psn);
+        requester_run();
+        return;
+      }
+      return fail_send(nak_status(aeth::value(h.aeth.syndrome)));
+    case aeth::Kind::kReserved:
+      return;
+  }
+}
+
+void QpImpl::on_timer(uint64_t now_ns) {
+  if (rnr_deadline_ns && now_ns >= rnr_deadline_ns) {
+    rnr_deadline_ns = 0;
+    requester_run();
+  }
+  if (retransmit_deadline_ns && now_ns >= retransmit_deadline_ns) {
+    retransmit_deadline_ns = 0;
+    if (una_psn != npsn) {
+      if (retries_left == 0) {
+        fail_send(WcStatus::kRetryExcErr);
+      } else {
+        --retries_left;
+        rewind_to(una_psn);
+        requester_run();
+      }
+    }
+  }
+  if (!timer_armed()) engine->unwatch_timer(this);
+}
+
+}  // namespace softverbs

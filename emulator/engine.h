@@ -1,0 +1,109 @@
+// The engine of one process: the wire, the clock, the lock over all transport
+// state, the table of local QPs, timers, and the progress thread.
+//
+// Threads and ownership (the rule every file follows):
+//  - All transport state (QPs, CQs, MRs, timers) is guarded by mutex().
+//    Application threads take it inside each verb; the progress thread takes
+//    it to serve packets that arrive while the application is not calling in.
+//  - A busy-polling application drives progress itself (Cq::poll runs
+//    progress_locked()), so no thread hop sits in its fast path; the progress
+//    thread sleeps on the wire's doorbell whenever it finds nothing to do.
+//  - The wire has its own internal locking; the engine calls it under mutex().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "emulator/clock.h"
+#include "emulator/packet/codec.h"
+#include "emulator/types.h"
+#include "emulator/wire/wire.h"
+
+namespace softverbs {
+
+struct QpImpl;
+
+// Hands out QPNs unique across every process using a device.
+class QpnSource {
+ public:
+  virtual ~QpnSource() = default;
+  virtual Errno allocate(uint32_t device_index, uint32_t& qpn) = 0;
+  virtual void release(uint32_t device_index, uint32_t qpn) = 0;
+};
+
+struct EngineCounters {
+  uint64_t frames_sent = 0;
+  uint64_t frames_received = 0;
+  uint64_t frames_dropped_malformed = 0;  // decode failed (ICRC, lengths, ...)
+  uint64_t frames_dropped_no_qp = 0;      // no such local QP
+  uint64_t frames_dropped_unroutable = 0; // the wire had no route
+};
+
+class Engine {
+ public:
+  struct Config {
+    std::unique_ptr<Wire> wire;
+    std::unique_ptr<QpnSource> qpns;
+    const Clock* clock = nullptr;
+    bool progress_thread = true;
+    // Kept alive as long as the engine (e.g. the shm registry behind qpns).
+    std::shared_ptr<void> keepalive;
+  };
+
+  explicit Engine(Config config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The engine of this process on the shared-memory wire, created on first
+  // use. nullptr + err when the shared registry or mailbox can't be set up.
+  static Engine* process(Errno& err);
+
+  std::mutex& mutex() { return mutex_; }
+  const Clock& clock() const { return *clock_; }
+  Wire& wire() { return *wire_; }
+
+  // QP table. Called with mutex() held.
+  Errno add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn);
+  void remove_qp(uint32_t device_index, uint32_t qpn);
+
+  // Encodes and sends one frame. Called with mutex() held.
+  void transmit(uint32_t device_index, uint32_t qpn, const packet::Headers& headers,
+                std::span<const uint8_t> payload);
+
+  // A QP whose timer is armed is checked by progress_locked().
+  void watch_timer(QpImpl* qp) { timed_qps_.insert(qp); }
+  void unwatch_timer(QpImpl* qp) { timed_qps_.erase(qp); }
+
+  // Serves up to `budget` arrived frames and expired timers. Called with
+  // mutex() held. Returns the number of frames served.
+  size_t progress_locked(size_t budget = 64);
+
+  EngineCounters counters() const { return counters_; }
+
+ private:
+  void deliver(std::span<const uint8_t> frame);
+  void run_timers();
+  uint64_t next_deadline_ns() const;
+  void progress_thread_main();
+
+  std::mutex mutex_;
+  std::unique_ptr<Wire> wire_;
+  std::unique_ptr<QpnSource> qpns_;
+  const Clock* clock_;
+  std::shared_ptr<void> keepalive_;
+  std::unordered_map<uint64_t, QpImpl*> qps_;
+  std::unordered_set<QpImpl*> timed_qps_;
+  EngineCounters counters_;
+  std::array<uint8_t, packet::kMaxFrameBytes> frame_buffer_{};
+  std::atomic<bool> stopping_{false};
+  std::thread progress_thread_;
+};
+
+}  // namespace softverbs

@@ -1,0 +1,296 @@
+#include "emulator/hca.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "emulator/hca_impl.h"
+#include "emulator/qp_impl.h"
+
+namespace softverbs {
+namespace {
+
+DeviceAttributes make_attributes(const DeviceDescription& d) {
+  DeviceAttributes a;
+  a.fw_ver = "1.0.0";
+  a.node_guid = d.node_guid;
+  a.sys_image_guid = d.node_guid;
+  a.page_size_cap = ~0xfffull;  // 4 KiB pages and larger
+  a.vendor_id = 0x5356;  // "SV": no IEEE OUI is claimed
+  a.vendor_part_id = 1;
+  a.hw_ver = 1;
+  a.atomic_cap = AtomicCapability::kNone;  // atomics are not implemented yet
+  a.max_qp_rd_atom = kMaxRdAtomic;
+  a.max_qp_init_rd_atom = kMaxRdAtomic;
+  a.max_res_rd_atom = kMaxRdAtomic * kMaxQp;
+  return a;
+}
+
+PortAttributes make_port(const DeviceDescription& d) {
+  PortAttributes p;
+  p.link_layer = d.link_layer;
+  p.lid = d.lid;
+  p.sm_lid = 1;
+  p.gid_tbl_len = kGidTableLen;
+  return p;
+}
+
+bool valid_access(uint32_t access) {
+  constexpr uint32_t all =
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  if (access & ~all) return false;
+  // IBTA 10.6.3.1: remote write or atomic access requires local write.
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
+    return false;
+  return true;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Hca
+
+Hca::Hca(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+Hca::~Hca() = default;
+
+std::unique_ptr<Hca> Hca::open(uint32_t index, Errno& err) {
+  if (index >= configured_devices().size()) {
+    err = ENODEV;
+    return nullptr;
+  }
+  Engine* engine = Engine::process(err);
+  if (!engine) return nullptr;
+  return open_on(*engine, index, err);
+}
+
+std::unique_ptr<Hca> Hca::open_on(Engine& engine_ref, uint32_t index, Errno& err) {
+  auto devices = configured_devices();
+  if (index >= devices.size()) {
+    err = ENODEV;
+    return nullptr;
+  }
+  Engine* engine = &engine_ref;
+  auto impl = std::make_unique<Impl>();
+  impl->engine = engine;
+  impl->description = devices[index];
+  impl->attributes = make_attributes(impl->description);
+  impl->port = make_port(impl->description);
+  err = 0;
+  return std::unique_ptr<Hca>(new Hca(std::move(impl)));
+}
+
+const DeviceDescription& Hca::description() const { return impl_->description; }
+const DeviceAttributes& Hca::attributes() const { return impl_->attributes; }
+Engine& Hca::engine() const { return *impl_->engine; }
+
+Errno Hca::query_port(uint8_t port, PortAttributes& out) const {
+  if (port != 1) return EINVAL;
+  out = impl_->port;
+  return 0;
+}
+
+Errno Hca::query_gid(uint8_t port, uint32_t index, Gid& out) const {
+  if (port != 1 || index >= impl_->port.gid_tbl_len) return EINVAL;
+  const auto& gids = impl_->description.gids;
+  // Unpopulated entries of the table read as zero, as on an HCA.
+  out = index < gids.size() ? gids[index] : Gid{};
+  return 0;
+}
+
+Errno Hca::query_pkey(uint8_t port, uint32_t index, uint16_t& out) const {
+  if (port != 1 || index >= kPkeyTableLen) return EINVAL;
+  out = kDefaultPkey;
+  return 0;
+}
+
+void Hca::set_async_event_sink(AsyncEventSink* sink) {
+  std::lock_guard lock(impl_->engine->mutex());
+  impl_->async_sink = sink;
+}
+
+std::unique_ptr<Pd> Hca::alloc_pd(Errno& err) {
+  std::lock_guard lock(impl_->engine->mutex());
+  err = 0;
+  return std::unique_ptr<Pd>(new Pd(*this, impl_->next_pd_handle++));
+}
+
+Pd::~Pd() = default;
+
+std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length,
+                                     uint32_t access, Errno& err) {
+  if (!valid_access(access) || length == 0 || addr + length < addr) {
+    err = EINVAL;
+    return nullptr;
+  }
+  std::lock_guard lock(impl_->engine->mutex());
+  if (impl_->mrs_by_key.size() >= impl_->attributes.max_mr) {
+    err = ENOMEM;
+    return nullptr;
+  }
+  // Key = 24-bit index and an 8-bit key byte that changes as indices are
+  // reused, so a stale key misses.
+  uint32_t index = impl_->next_key_index++ & 0xffffff;
+  if (index == 0) index = impl_->next_key_index++ & 0xffffff;
+  uint32_t key = (index << 8) | ((index * 37u + 0x5a) & 0xff);
+  auto mr = std::unique_ptr<Mr>(new Mr(pd, addr, length, access, key, key));
+  impl_->mrs_by_key[key] = mr.get();
+  pd.users.fetch_add(1);
+  err = 0;
+  return mr;
+}
+
+Mr::~Mr() {
+  Hca::Impl& hca = pd_.hca().impl();
+  std::lock_guard lock(hca.engine->mutex());
+  hca.mrs_by_key.erase(lkey_);
+  pd_.users.fetch_sub(1);
+}
+
+// ---------------------------------------------------------------- Cq
+
+std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errno& err) {
+  if (cqe == 0 || cqe > impl_->attributes.max_cqe) {
+    err = EINVAL;
+    return nullptr;
+  }
+  auto impl = std::make_unique<Cq::Impl>();
+  impl->hca = this;
+  impl->engine = impl_->engine;
+  impl->sink = sink;
+  impl->ring.resize(cqe);
+  err = 0;
+  return std::unique_ptr<Cq>(new Cq(std::move(impl)));
+}
+
+Cq::Cq(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+Cq::~Cq() = default;
+
+uint32_t Cq::capacity() const { return static_cast<uint32_t>(impl_->ring.size()); }
+
+void Cq::Impl::push(const Completion& completion, bool solicited) {
+  if (overflowed) return;
+  if (size() >= ring.size()) {
+    overflowed = true;
+    hca->impl().raise(AsyncEvent{AsyncEventType::kCqErr, nullptr, self, 0});
+    return;
+  }
+  ring[tail % ring.size()] = completion;
+  ++tail;
+  if (arm == Arm::kNext || (arm == Arm::kSolicited && solicited)) {
+    arm = Arm::kNone;
+    if (sink) sink->on_completion_event(*self);
+  }
+}
+
+int Cq::poll(std::span<Completion> out) {
+  std::lock_guard lock(impl_->engine->mutex());
+  if (impl_->size() < out.size()) impl_->engine->progress_locked();
+  if (impl_->overflowed) return -1;
+  size_t n = 0;
+  while (n < out.size() && impl_->head != impl_->tail) {
+    out[n++] = impl_->ring[impl_->head % impl_->ring.size()];
+    ++impl_->head;
+  }
+  return static_cast<int>(n);
+}
+
+Errno Cq::arm(bool solicited_only) {
+  std::lock_guard lock(impl_->engine->mutex());
+  // "Next" wins over "solicited" until the event fires (IBTA 11.4.2.2).
+  if (impl_->arm != Impl::Arm::kNext)
+    impl_->arm = solicited_only ? Impl::Arm::kSolicited : Impl::Arm::kNext;
+  return 0;
+}
+
+// ---------------------------------------------------------------- Qp
+
+std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
+  const DeviceAttributes& a = impl_->attributes;
+  QpCapabilities& c = init.cap;
+  if (!init.send_cq || !init.recv_cq || c.max_send_wr > a.max_qp_wr ||
+      c.max_recv_wr > a.max_qp_wr || c.max_send_sge > a.max_sge ||
+      c.max_recv_sge > a.max_sge || c.max_inline_data > a.max_inline_data) {
+    err = EINVAL;
+    return nullptr;
+  }
+  if (init.type != QpType::kRc) {
+    err = EOPNOTSUPP;  // UC and UD come with the reliability work
+    return nullptr;
+  }
+  auto impl = std::make_unique<QpImpl>();
+  impl->hca = this;
+  impl->engine = impl_->engine;
+  impl->pd = &pd;
+  impl->type = init.type;
+  impl->device_index = impl_->description.index;
+  impl->send_cq = init.send_cq;
+  impl->recv_cq = init.recv_cq;
+  impl->sq_sig_all = init.sq_sig_all;
+  // Grant at least one of everything, as HCAs round up.
+  c.max_send_wr = std::max(c.max_send_wr, 1u);
+  c.max_recv_wr = std::max(c.max_recv_wr, 1u);
+  c.max_send_sge = std::max(c.max_send_sge, 1u);
+  c.max_recv_sge = std::max(c.max_recv_sge, 1u);
+  impl->cap = c;
+  impl->sq.resize(c.max_send_wr);
+  impl->sq_sges.resize(size_t(c.max_send_wr) * c.max_send_sge);
+  impl->sq_inline.resize(size_t(c.max_send_wr) * c.max_inline_data);
+  impl->rq.resize(c.max_recv_wr);
+  impl->rq_sges.resize(size_t(c.max_recv_wr) * c.max_recv_sge);
+  impl->attr.cap = c;
+  impl->attr.port_num = 1;
+  std::lock_guard lock(impl_->engine->mutex());
+  uint32_t qpn = 0;
+  if (Errno e = impl_->engine->add_qp(impl->device_index, impl.get(), qpn)) {
+    err = e == EAGAIN ? ENOMEM : e;
+    return nullptr;
+  }
+  impl->qpn = qpn;
+  pd.users.fetch_add(1);
+  init.send_cq->users.fetch_add(1);
+  init.recv_cq->users.fetch_add(1);
+  err = 0;
+  return std::unique_ptr<Qp>(new Qp(std::move(impl)));
+}
+
+Qp::Qp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+
+Qp::~Qp() {
+  std::lock_guard lock(impl_->engine->mutex());
+  impl_->engine->remove_qp(impl_->device_index, impl_->qpn);
+  impl_->pd->users.fetch_sub(1);
+  impl_->send_cq->users.fetch_sub(1);
+  impl_->recv_cq->users.fetch_sub(1);
+}
+
+uint32_t Qp::qpn() const { return impl_->qpn; }
+QpType Qp::type() const { return impl_->type; }
+
+QpState Qp::state() const {
+  std::lock_guard lock(impl_->engine->mutex());
+  return impl_->attr.state;
+}
+
+Errno Qp::modify(const QpAttributes& attr, uint32_t mask) {
+  std::lock_guard lock(impl_->engine->mutex());
+  return impl_->modify(attr, mask);
+}
+
+Errno Qp::query(QpAttributes& out) const {
+  std::lock_guard lock(impl_->engine->mutex());
+  out = impl_->attr;
+  out.cur_state = impl_->attr.state;
+  out.sq_draining = impl_->attr.state == QpState::kSqd && impl_->sq_head != impl_->sq_tail;
+  return 0;
+}
+
+Errno Qp::post_send(const SendRequest& wr) {
+  std::lock_guard lock(impl_->engine->mutex());
+  return impl_->post_send(wr);
+}
+
+Errno Qp::post_recv(const RecvRequest& wr) {
+  std::lock_guard lock(impl_->engine->mutex());
+  return impl_->post_recv(wr);
+}
+
+}  // namespace softverbs

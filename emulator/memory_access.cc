@@ -1,0 +1,65 @@
+// Every access to application memory goes through here: the key names an MR
+// of this device, the MR is in the QP's PD, grants the access, and the range
+// lies inside it (IBTA 10.6.x, 9.7.4.1.x). Nothing is read or written
+// otherwise.
+#include <algorithm>
+#include <cstring>
+
+#include "emulator/qp_impl.h"
+
+namespace softverbs {
+namespace {
+
+bool inside(const Mr& mr, uint64_t va, uint64_t len) {
+  return va >= mr.addr() && len <= mr.length() && va - mr.addr() <= mr.length() - len;
+}
+
+// Walks the SGE list from byte `offset`, calling fn(sge_addr, n, data_pos)
+// for each piece of `len` bytes. Returns kLocLenErr when the SGEs are too short.
+template <typename Fn>
+WcStatus walk(const QpImpl& qp, const Sge* sges, uint32_t count, uint64_t offset, uint64_t len,
+              uint32_t needed_access, Fn&& fn) {
+  uint64_t done = 0;
+  for (uint32_t i = 0; i < count && done < len; ++i) {
+    const Sge& s = sges[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(s.length - offset, len - done);
+    const Mr* mr = qp.hca->impl().find_mr(s.lkey);
+    if (!mr || &mr->pd() != qp.pd || !inside(*mr, s.addr + offset, n) ||
+        (mr->access() & needed_access) != needed_access)
+      return WcStatus::kLocProtErr;
+    fn(s.addr + offset, n, done);
+    done += n;
+    offset = 0;
+  }
+  return done == len ? WcStatus::kSuccess : WcStatus::kLocLenErr;
+}
+
+}  // namespace
+
+WcStatus QpImpl::gather(const Sge* sges, uint32_t n, uint64_t offset,
+                        std::span<uint8_t> out) const {
+  return walk(*this, sges, n, offset, out.size(), 0, [&](uint64_t addr, uint64_t len, uint64_t pos) {
+    std::memcpy(out.data() + pos, reinterpret_cast<const void*>(addr), len);
+  });
+}
+
+WcStatus QpImpl::scatter(const Sge* sges, uint32_t n, uint64_t offset,
+                         std::span<const uint8_t> in) const {
+  return walk(*this, sges, n, offset, in.size(), kAccessLocalWrite,
+              [&](uint64_t addr, uint64_t len, uint64_t pos) {
+                std::memcpy(reinterpret_cast<void*>(addr), in.data() + pos, len);
+              });
+}
+
+bool QpImpl::remote_access_ok(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const {
+  if ((attr.access_flags & access) != access) return false;
+  if (len == 0) return true;  // zero-length accesses touch no memory (IBTA 9.4.4)
+  const Mr* mr = hca->impl().find_mr(rkey);
+  return mr && &mr->pd() == pd && (mr->access() & access) == access && inside(*mr, va, len);
+}
+
+}  // namespace softverbs

@@ -1,0 +1,25 @@
+// The IBTA's QP state machine (IBTA 10.3.1, table "QP state transition
+// attributes"): which transitions exist for each QP type, and which
+// attributes each one requires and allows.
+#pragma once
+
+#include <cstdint>
+
+#include "emulator/types.h"
+
+namespace softverbs {
+
+struct TransitionRule {
+  bool valid = false;
+  uint32_t required = 0;  // QpAttrMask bits besides kQpAttrState
+  uint32_t optional = 0;
+};
+
+// The rule for cur -> next on a QP of `type`.
+TransitionRule transition_rule(QpType type, QpState cur, QpState next);
+
+// Checks a Modify QP request against the table: 0 when legal, else EINVAL.
+// `mask` without kQpAttrState means "stay in cur" (cur -> cur).
+Errno check_transition(QpType type, QpState cur, uint32_t mask, QpState next);
+
+}  // namespace softverbs

@@ -1,0 +1,172 @@
+// The requester: turns send WQEs into request packets. Each WQE takes a
+// contiguous run of PSNs: one per path-MTU segment for SEND and WRITE, one
+// per expected response packet for READ (IBTA 9.7.1).
+#include <algorithm>
+
+#include "emulator/qp_impl.h"
+
+namespace softverbs {
+namespace {
+
+using packet::Opcode;
+
+// Unacknowledged packets the requester lets fly before it waits for ACKs.
+constexpr uint32_t kMaxPacketsInFlight = 1024;
+
+Opcode send_opcode(const SendWqe& w, bool first, bool last) {
+  const bool imm = w.opcode == WrOpcode::kSendWithImm;
+  if (first && last) return imm ? Opcode::kRcSendOnlyImm : Opcode::kRcSendOnly;
+  if (first) return Opcode::kRcSendFirst;
+  if (!last) return Opcode::kRcSendMiddle;
+  return imm ? Opcode::kRcSendLastImm : Opcode::kRcSendLast;
+}
+
+Opcode write_opcode(const SendWqe& w, bool first, bool last) {
+  const bool imm = w.opcode == WrOpcode::kRdmaWriteWithImm;
+  if (first && last) return imm ? Opcode::kRcWriteOnlyImm : Opcode::kRcWriteOnly;
+  if (first) return Opcode::kRcWriteFirst;
+  if (!last) return Opcode::kRcWriteMiddle;
+  return imm ? Opcode::kRcWriteLastImm : Opcode::kRcWriteLast;
+}
+
+}  // namespace
+
+uint32_t QpImpl::packets_of(const SendWqe& w) const {
+  const uint64_t m = mtu();
+  return w.length == 0 ? 1 : static_cast<uint32_t>((w.length + m - 1) / m);
+}
+
+packet::Headers QpImpl::make_headers(Opcode opcode, uint32_t psn) const {
+  packet::Headers h;
+  const DeviceDescription& self_dev = hca->description();
+  h.lrh.sl = attr.av.sl;
+  h.lrh.slid = self_dev.lid;
+  h.lrh.dlid = attr.av.dlid;
+  if (attr.av.is_global) {
+    h.has_grh = true;
+    h.grh.traffic_class = attr.av.traffic_class;
+    h.grh.flow_label = attr.av.flow_label;
+    h.grh.hop_limit = attr.av.hop_limit;
+    h.grh.sgid = attr.av.sgid_index < self_dev.gids.size() ? self_dev.gids[attr.av.sgid_index]
+                                                            : Gid{};
+    h.grh.dgid = attr.av.dgid;
+  }
+  h.bth.opcode = opcode;
+  h.bth.pkey = kDefaultPkey;
+  h.bth.dest_qp = attr.dest_qp_num;
+  h.bth.psn = psn & packet::kPsnMask;
+  return h;
+}
+
+void QpImpl::transmit(const packet::Headers& h, std::span<const uint8_t> payload) {
+  engine->transmit(peer_device_index, attr.dest_qp_num, h, payload);
+}
+
+void QpImpl::requester_run() {
+  if (attr.state != QpState::kRts || rnr_deadline_ns) return;
+  const uint32_t m = mtu();
+  if (scratch.size() < m) scratch.resize(packet::kMaxFrameBytes);
+  const uint32_t max_reads = std::max<uint32_t>(attr.max_rd_atomic, 1);
+
+  while (sq_next != sq_tail) {
+    SendWqe& w = sq_at(sq_next);
+    if (w.done) {  // completed with an error while queued
+      ++sq_next;
+      continue;
+    }
+    if (static_cast<uint32_t>(packet::psn_diff(npsn, una_psn)) >= kMaxPacketsInFlight) break;
+    const bool is_read = w.opcode == WrOpcode::kRdmaRead;
+
+    if (send_offset == 0 && !w.started) {
+      // IBTA 10.8.3.3: a fenced WR waits for earlier READs to complete.
+      if ((w.flags & kWrFence) && reads_outstanding) break;
+      if (is_read && reads_outstanding >= max_reads) break;
+      w.started = true;
+      w.first_psn = npsn;
+      w.last_psn = packet::psn_add(npsn, packets_of(w) - 1);
+      w.next_response_psn = npsn;
+      if (is_read) ++reads_outstanding;
+    }
+
+    if (is_read) {
+      // One request carries the whole read (or, after a rewind, the part
+      // not yet received); the responder answers with packets_of() packets.
+      packet::Headers h = make_headers(Opcode::kRcReadRequest, npsn);
+      h.bth.ack_req = true;
+      h.reth.va = w.remote_addr + send_offset;
+      h.reth.rkey = w.rkey;
+      h.reth.dma_len = static_cast<uint32_t>(w.length - send_offset);
+      transmit(h, {});
+      npsn = packet::psn_add(w.last_psn, 1);
+      send_offset = 0;
+      ++sq_next;
+      arm_retransmit_timer();
+      continue;
+    }
+
+    // SEND / WRITE: one packet per path-MTU segment.
+    const bool first = send_offset == 0;
+    const uint64_t left = w.length - send_offset;
+    const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(left, m));
+    const bool last = left <= m;
+    std::span<uint8_t> payload(scratch.data(), chunk);
+    if (w.inline_len) {
+      std::copy_n(sq_inline_at(sq_next) + send_offset, chunk, payload.data());
+    } else if (chunk) {
+      WcStatus st = gather(sq_sges_at(sq_next), w.num_sge, send_offset, payload);
+      if (st != WcStatus::kSuccess) {
+        // IBTA 10.7.3.1: a local protection/length error completes the WR
+        // in error and takes the QP to ERR.
+        complete_send(w, st);
+        enter_error();
+        raise(AsyncEventType::kQpFatal);
+        return;
+      }
+    }
+    const bool is_send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
+    packet::Headers h = make_headers(is_send ? send_opcode(w, first, last)
+                                             : write_opcode(w, first, last),
+                                     npsn);
+    if (first && !is_send) {
+      h.reth.va = w.remote_addr;
+      h.reth.rkey = w.rkey;
+      h.reth.dma_len = static_cast<uint32_t>(w.length);
+    }
+    if (last) {
+      h.imm_data = w.imm_data;
+      h.bth.solicited = (w.flags & kWrSolicited) != 0;
+      h.bth.ack_req = true;  // one ACK per message is enough
+    }
+    transmit(h, payload);
+    npsn = packet::psn_add(npsn, 1);
+    arm_retransmit_timer();
+    if (last) {
+      send_offset = 0;
+      ++sq_next;
+    } else {
+      send_offset += chunk;
+    }
+  }
+}
+
+void QpImpl::rewind_to(uint32_t psn) {
+  // Go back N (IBTA 9.7.5.1.3): resend from the WQE that holds `psn`.
+  for (uint64_t n = sq_head; n != sq_tail; ++n) {
+    SendWqe& w = sq_at(n);
+    if (!w.started || w.done) continue;
+    if (packet::psn_diff(psn, w.first_psn) < 0 || packet::psn_diff(psn, w.last_psn) > 0)
+      continue;
+    for (uint64_t k = n + 1; k != sq_tail; ++k) {
+      SendWqe& later = sq_at(k);
+      if (!later.started || later.done) continue;
+      if (later.opcode == WrOpcode::kRdmaRead) --reads_outstanding;
+      later.started = false;
+    }
+    sq_next = n;
+    send_offset = static_cast<uint64_t>(packet::psn_diff(psn, w.first_psn)) * mtu();
+    npsn = psn;
+    return;
+  }
+}
+
+}  // namespace softverbs

@@ -1,0 +1,453 @@
+// The RC transport on an in-memory wire and a manual clock: every packet is
+// visible, any chosen one can be dropped, and timers run in no real time.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <numeric>
+#include <vector>
+
+#include "emulator/aeth.h"
+#include "emulator/engine.h"
+#include "emulator/hca.h"
+#include "emulator/qp_impl.h"
+#include "emulator/wire/loopback_wire.h"
+
+namespace softverbs {
+namespace {
+
+using packet::Opcode;
+
+class CountingQpns final : public QpnSource {
+ public:
+  Errno allocate(uint32_t, uint32_t& qpn) override {
+    qpn = next_++;
+    return 0;
+  }
+  void release(uint32_t, uint32_t) override {}
+
+ private:
+  uint32_t next_ = 0x100;
+};
+
+struct Endpoint {
+  std::unique_ptr<Pd> pd;
+  std::unique_ptr<Cq> send_cq, recv_cq;
+  std::unique_ptr<Qp> qp;
+  std::vector<uint8_t> buffer;
+  std::unique_ptr<Mr> mr;
+};
+
+class Transport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto wire = std::make_unique<LoopbackWire>();
+    wire_ = wire.get();
+    Engine::Config config;
+    config.wire = std::move(wire);
+    config.qpns = std::make_unique<CountingQpns>();
+    config.clock = &clock_;
+    config.progress_thread = false;
+    engine_ = std::make_unique<Engine>(std::move(config));
+    Errno err;
+    hca_ = Hca::open_on(*engine_, 0, err);
+    ASSERT_TRUE(hca_) << err;
+    wire_->set_filter([this](std::span<const uint8_t> f) { return observe(f); });
+  }
+
+  // Records each frame's opcode and PSN; drops those `drop_` says to.
+  bool observe(std::span<const uint8_t> frame) {
+    packet::DecodedPacket pkt;
+    EXPECT_EQ(packet::decode_ib(frame, pkt), packet::DecodeError::kNone);
+    sent_.push_back({pkt.headers.bth.opcode, pkt.headers.bth.psn, pkt.headers.aeth.syndrome});
+    return !(drop_ && drop_(sent_.size(), pkt));
+  }
+
+  Endpoint make_endpoint(size_t bytes, uint32_t max_sge = 4) {
+    Endpoint e;
+    Errno err;
+    e.pd = hca_->alloc_pd(err);
+    e.send_cq = hca_->create_cq(64, nullptr, err);
+    e.recv_cq = hca_->create_cq(64, nullptr, err);
+    Hca::QpInit init;
+    init.send_cq = e.send_cq.get();
+    init.recv_cq = e.recv_cq.get();
+    init.cap = {16, 16, max_sge, max_sge, 64};
+    e.qp = hca_->create_qp(*e.pd, init, err);
+    EXPECT_TRUE(e.qp) << err;
+    e.buffer.resize(bytes);
+    e.mr = hca_->register_mr(*e.pd, reinterpret_cast<uint64_t>(e.buffer.data()), bytes,
+                             kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead, err);
+    EXPECT_TRUE(e.mr) << err;
+    return e;
+  }
+
+  void connect(Endpoint& a, Endpoint& b, uint32_t a_psn, uint32_t b_psn, Mtu mtu = Mtu::k256,
+               uint8_t timeout = 14, uint8_t retry = 3, uint8_t rnr_retry = 3,
+               uint8_t min_rnr = 5) {
+    auto bring_up = [&](Endpoint& self, Endpoint& peer, uint32_t sq_psn, uint32_t rq_psn) {
+      QpAttributes attr;
+      attr.state = QpState::kInit;
+      attr.port_num = 1;
+      attr.access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessLocalWrite;
+      ASSERT_EQ(self.qp->modify(attr, kQpAttrState | kQpAttrPort | kQpAttrPkeyIndex |
+                                          kQpAttrAccessFlags), 0);
+      attr.state = QpState::kRtr;
+      attr.av.dlid = 1;
+      attr.path_mtu = mtu;
+      attr.dest_qp_num = peer.qp->qpn();
+      attr.rq_psn = rq_psn;
+      attr.max_dest_rd_atomic = 4;
+      attr.min_rnr_timer = min_rnr;
+      ASSERT_EQ(self.qp->modify(attr, kQpAttrState | kQpAttrAv | kQpAttrPathMtu |
+                                          kQpAttrDestQpn | kQpAttrRqPsn |
+                                          kQpAttrMaxDestRdAtomic | kQpAttrMinRnrTimer), 0);
+      attr.state = QpState::kRts;
+      attr.sq_psn = sq_psn;
+      attr.timeout = timeout;
+      attr.retry_cnt = retry;
+      attr.rnr_retry = rnr_retry;
+      attr.max_rd_atomic = 4;
+      ASSERT_EQ(self.qp->modify(attr, kQpAttrState | kQpAttrSqPsn | kQpAttrTimeout |
+                                          kQpAttrRetryCnt | kQpAttrRnrRetry |
+                                          kQpAttrMaxQpRdAtomic), 0);
+    };
+    bring_up(a, b, a_psn, b_psn);
+    bring_up(b, a, b_psn, a_psn);
+  }
+
+  // Runs the engine until `cq` yields a completion or nothing moves.
+  bool poll_one(Cq& cq, Completion& out, int rounds = 100000) {
+    for (int i = 0; i < rounds; ++i) {
+      if (cq.poll(std::span<Completion>(&out, 1)) == 1) return true;
+      if (wire_->queued() == 0 && i > 2) return false;
+    }
+    return false;
+  }
+  void run_until_idle() {
+    Completion none;
+    for (int i = 0; i < 1000 && wire_->queued(); ++i) {
+      std::lock_guard lock(engine_->mutex());
+      engine_->progress_locked();
+    }
+    (void)none;
+  }
+  void advance(uint64_t ns) {
+    clock_.advance(ns);
+    std::lock_guard lock(engine_->mutex());
+    engine_->progress_locked();
+  }
+
+  static void fill(std::vector<uint8_t>& v, uint8_t seed) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>(i * 7 + seed);
+  }
+  size_t count_opcode(Opcode op) const {
+    size_t n = 0;
+    for (auto& s : sent_) n += s.opcode == op;
+    return n;
+  }
+
+  struct Sent {
+    Opcode opcode;
+    uint32_t psn;
+    uint8_t syndrome;
+  };
+  ManualClock clock_;
+  LoopbackWire* wire_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Hca> hca_;
+  std::vector<Sent> sent_;
+  std::function<bool(size_t index, const packet::DecodedPacket&)> drop_;
+};
+
+TEST_F(Transport, MultiPacketSendScattersAcrossSges) {
+  Endpoint a = make_endpoint(10000), b = make_endpoint(10000);
+  connect(a, b, 100, 200);
+  fill(a.buffer, 3);
+  Sge rsges[3] = {{reinterpret_cast<uint64_t>(b.buffer.data()), 1000, b.mr->lkey()},
+                  {reinterpret_cast<uint64_t>(b.buffer.data()) + 1000, 5, b.mr->lkey()},
+                  {reinterpret_cast<uint64_t>(b.buffer.data()) + 1005, 8995, b.mr->lkey()}};
+  ASSERT_EQ(b.qp->post_recv({7, rsges}), 0);
+  Sge ssge{reinterpret_cast<uint64_t>(a.buffer.data()), 2500, a.mr->lkey()};
+  SendRequest wr;
+  wr.wr_id = 9;
+  wr.opcode = WrOpcode::kSend;
+  wr.flags = kWrSignaled;
+  wr.sges = {&ssge, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.wr_id, 7u);
+  EXPECT_EQ(c.byte_len, 2500u);
+  EXPECT_EQ(c.opcode, WcOpcode::kRecv);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 2500, b.buffer.begin()));
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 9u);
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  // 2500 bytes at a 256-byte MTU: FIRST, 8 MIDDLE, LAST (IBTA 9.7.2).
+  EXPECT_EQ(count_opcode(Opcode::kRcSendFirst), 1u);
+  EXPECT_EQ(count_opcode(Opcode::kRcSendMiddle), 8u);
+  EXPECT_EQ(count_opcode(Opcode::kRcSendLast), 1u);
+}
+
+TEST_F(Transport, WriteWithImmediateAndReadAcrossPsnWrap) {
+  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
+  // The PSNs wrap from 0xffffff to 0 in the middle of the messages.
+  connect(a, b, 0xfffffd, 0xfffffe);
+  fill(a.buffer, 11);
+  ASSERT_EQ(b.qp->post_recv({1, {}}), 0);
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 3000, a.mr->lkey()};
+  SendRequest w;
+  w.wr_id = 2;
+  w.opcode = WrOpcode::kRdmaWriteWithImm;
+  w.flags = kWrSignaled;
+  w.imm_data = 0x12345678;
+  w.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data()) + 100;
+  w.rkey = b.mr->rkey();
+  w.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(c.imm_data, 0x12345678u);
+  EXPECT_EQ(c.byte_len, 3000u);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 3000, b.buffer.begin() + 100));
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+
+  // Read it back into a's upper half.
+  Sge r{reinterpret_cast<uint64_t>(a.buffer.data()) + 4096, 3000, a.mr->lkey()};
+  SendRequest rd;
+  rd.wr_id = 3;
+  rd.opcode = WrOpcode::kRdmaRead;
+  rd.flags = kWrSignaled;
+  rd.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data()) + 100;
+  rd.rkey = b.mr->rkey();
+  rd.sges = {&r, 1};
+  ASSERT_EQ(a.qp->post_send(rd), 0);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.opcode, WcOpcode::kRdmaRead);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 3000, a.buffer.begin() + 4096));
+  EXPECT_EQ(count_opcode(Opcode::kRcReadResponseFirst), 1u);
+  EXPECT_EQ(count_opcode(Opcode::kRcReadResponseLast), 1u);
+}
+
+// IBTA 9.7.6.1.3: a lost packet is resent when the local ACK timer expires
+// (4.096 us * 2^timeout) and the message arrives once, intact.
+TEST_F(Transport, LostPacketIsRetransmittedAfterTheTimeout) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14);
+  fill(a.buffer, 5);
+  ASSERT_EQ(b.qp->post_recv({1, {std::array<Sge, 1>{Sge{reinterpret_cast<uint64_t>(b.buffer.data()), 4096, b.mr->lkey()}}}}), 0);
+  // 1024 bytes at MTU 256: four packets; the last one (frame 4) is lost, so
+  // no later packet reveals the gap and only the timer can recover.
+  drop_ = [](size_t index, const packet::DecodedPacket&) { return index == 4; };
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 1024, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.flags = kWrSignaled;
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  run_until_idle();
+  Completion c;
+  EXPECT_EQ(b.recv_cq->poll(std::span<Completion>(&c, 1)), 0);
+  const uint64_t period = 4096ull << 14;  // 67.1 ms
+  advance(period - 1000);
+  EXPECT_EQ(a.send_cq->poll(std::span<Completion>(&c, 1)), 0);
+  advance(2000);  // past the deadline: go back N from the lost PSN
+  run_until_idle();
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.byte_len, 1024u);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 1024, b.buffer.begin()));
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(b.recv_cq->poll(std::span<Completion>(&c, 1)), 0) << "delivered twice";
+}
+
+// IBTA 9.7.5.2.2: a gap in PSNs makes the responder NAK (sequence error)
+// once; the requester goes back to the NAKed PSN at once, with no timeout.
+TEST_F(Transport, GapIsRecoveredBySequenceNakWithoutTimeout) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14);
+  fill(a.buffer, 9);
+  Sge r{reinterpret_cast<uint64_t>(b.buffer.data()), 4096, b.mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({1, {&r, 1}}), 0);
+  drop_ = [](size_t index, const packet::DecodedPacket&) { return index == 2; };
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 1024, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.flags = kWrSignaled;
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.byte_len, 1024u);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 1024, b.buffer.begin()));
+  size_t naks = 0;
+  for (auto& f : sent_)
+    naks += f.opcode == Opcode::kRcAcknowledge && aeth::kind(f.syndrome) == aeth::Kind::kNak;
+  EXPECT_EQ(naks, 1u) << "one sequence NAK per gap";
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+}
+
+// IBTA 9.7.6.1.3: after retry_cnt retries the WR completes with
+// RETRY_EXC_ERR: exactly retry_cnt + 1 transmissions.
+TEST_F(Transport, RetryExhaustionAfterRetryCountPlusOneSends) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/10, /*retry=*/3);
+  drop_ = [](size_t, const packet::DecodedPacket& p) { return p.headers.bth.opcode == Opcode::kRcWriteOnly; };
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 8, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data());
+  wr.rkey = b.mr->rkey();
+  wr.sges = {&s, 1};  // unsignaled: the error completes it all the same
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  Completion c;
+  for (int i = 0; i < 10 && a.send_cq->poll(std::span<Completion>(&c, 1)) == 0; ++i)
+    advance(4096ull << 10);
+  EXPECT_EQ(c.status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 4u);
+  EXPECT_EQ(a.qp->state(), QpState::kErr);
+}
+
+// IBTA 9.7.5.2.8: no receive WQE -> RNR NAK carrying min_rnr_timer; the
+// requester waits that long before resending, rnr_retry times.
+TEST_F(Transport, RnrNakBackoffAndExhaustion) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0, Mtu::k256, 14, 3, /*rnr_retry=*/2, /*min_rnr_timer=*/13);  // 0.96 ms
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 8, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.flags = kWrSignaled;
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  run_until_idle();
+  ASSERT_EQ(count_opcode(Opcode::kRcSendOnly), 1u);
+  ASSERT_EQ(sent_.back().opcode, Opcode::kRcAcknowledge);
+  EXPECT_EQ(aeth::kind(sent_.back().syndrome), aeth::Kind::kRnrNak);
+  EXPECT_EQ(aeth::value(sent_.back().syndrome), 13);
+  advance(959'000);  // just under 960 us: nothing is resent yet
+  EXPECT_EQ(count_opcode(Opcode::kRcSendOnly), 1u);
+  advance(2'000);
+  run_until_idle();
+  EXPECT_EQ(count_opcode(Opcode::kRcSendOnly), 2u);
+  advance(961'000);
+  run_until_idle();
+  EXPECT_EQ(count_opcode(Opcode::kRcSendOnly), 3u);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRnrRetryExcErr);
+}
+
+TEST_F(Transport, RnrThenReceivePostedSucceeds) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0, Mtu::k256, 14, 3, 7, 1);
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 8, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.flags = kWrSignaled;
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  run_until_idle();
+  Sge r{reinterpret_cast<uint64_t>(b.buffer.data()), 64, b.mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({5, {&r, 1}}), 0);
+  advance(1'000'000);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.wr_id, 5u);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+}
+
+TEST_F(Transport, BadRkeyIsRemoteAccessError) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0);
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 8, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data());
+  wr.rkey = b.mr->rkey() ^ 0x100;
+  wr.sges = {&s, 1};
+  SendRequest second = wr;
+  second.rkey = b.mr->rkey();
+  second.wr_id = 42;
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  ASSERT_EQ(a.qp->post_send(second), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(c.wr_id, 42u);
+  EXPECT_EQ(a.qp->state(), QpState::kErr);
+  EXPECT_EQ(b.qp->state(), QpState::kErr);
+}
+
+TEST_F(Transport, MessageLargerThanReceiveBuffer) {
+  Endpoint a = make_endpoint(1024), b = make_endpoint(1024);
+  connect(a, b, 0, 0);
+  Sge r{reinterpret_cast<uint64_t>(b.buffer.data()), 100, b.mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({1, {&r, 1}}), 0);
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 500, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kLocLenErr);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemInvReqErr);
+}
+
+TEST_F(Transport, LocalKeyOfAnotherPdIsLocalProtectionError) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0);
+  Sge s{reinterpret_cast<uint64_t>(b.buffer.data()), 8, b.mr->lkey()};  // b's PD
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kLocProtErr);
+}
+
+// IBTA 10.3.1: entering ERR flushes every outstanding WR, in order.
+TEST_F(Transport, ModifyToErrorFlushesInOrder) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    Sge r{reinterpret_cast<uint64_t>(a.buffer.data()), 64, a.mr->lkey()};
+    ASSERT_EQ(a.qp->post_recv({id, {&r, 1}}), 0);
+  }
+  QpAttributes attr;
+  attr.state = QpState::kErr;
+  ASSERT_EQ(a.qp->modify(attr, kQpAttrState), 0);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    Completion c;
+    ASSERT_EQ(a.recv_cq->poll(std::span<Completion>(&c, 1)), 1);
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kWrFlushErr);
+  }
+}
+
+TEST_F(Transport, IllegalTransitionChangesNothing) {
+  Endpoint a = make_endpoint(64);
+  QpAttributes attr;
+  attr.state = QpState::kRtr;
+  EXPECT_EQ(a.qp->modify(attr, kQpAttrState), EINVAL);
+  EXPECT_EQ(a.qp->state(), QpState::kReset);
+  attr.state = QpState::kInit;
+  attr.port_num = 2;  // no such port
+  EXPECT_EQ(a.qp->modify(attr, kQpAttrState | kQpAttrPort | kQpAttrPkeyIndex | kQpAttrAccessFlags),
+            EINVAL);
+  EXPECT_EQ(a.qp->state(), QpState::kReset);
+}
+
+}  // namespace
+}  // namespace softverbs

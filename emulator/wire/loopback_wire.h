@@ -1,0 +1,36 @@
+// The in-process wire: frames go into a FIFO and come out of the same
+// process's poll(). Unit tests use it with a filter to drop, or look at,
+// exactly the packets they choose.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "emulator/wire/wire.h"
+
+namespace softverbs {
+
+class LoopbackWire final : public Wire {
+ public:
+  // Returns false to drop the frame. Called for every frame sent.
+  using Filter = std::function<bool(std::span<const uint8_t> frame)>;
+  void set_filter(Filter filter) { filter_ = std::move(filter); }
+
+  bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
+  size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+              size_t budget) override;
+  void wait(uint64_t timeout_ns) override {}
+  void wake() override {}
+  bool has_deferred() const override { return false; }
+  WireCounters counters() const override { return counters_; }
+  size_t queued() const { return frames_.size(); }
+
+ private:
+  Filter filter_;
+  std::deque<std::vector<uint8_t>> frames_;
+  WireCounters counters_;
+};
+
+}  // namespace softverbs
