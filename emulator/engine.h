@@ -87,6 +87,13 @@ class Engine {
 
   EngineCounters counters() const { return counters_; }
 
+  // An application thread polling a CQ drives progress itself; while it does,
+  // the progress thread keeps off the doorbell so senders don't wake it (on
+  // two cores a woken third thread preempts a busy poller for milliseconds).
+  void note_application_progress() {
+    last_application_progress_ns_.store(clock_->now_ns(), std::memory_order_relaxed);
+  }
+
  private:
   void deliver(std::span<const uint8_t> frame);
   void run_timers();
@@ -103,6 +110,7 @@ class Engine {
   EngineCounters counters_;
   std::array<uint8_t, packet::kMaxFrameBytes> frame_buffer_{};
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> last_application_progress_ns_{0};
   std::thread progress_thread_;
 };
 

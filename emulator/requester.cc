@@ -12,6 +12,9 @@ using packet::Opcode;
 
 // Unacknowledged packets the requester lets fly before it waits for ACKs.
 constexpr uint32_t kMaxPacketsInFlight = 1024;
+// Within a long message, ask for an ACK this often so the window keeps
+// moving (the responder acknowledges only where AckReq is set).
+constexpr uint32_t kAckRequestInterval = kMaxPacketsInFlight / 4;
 
 Opcode send_opcode(const SendWqe& w, bool first, bool last) {
   const bool imm = w.opcode == WrOpcode::kSendWithImm;
@@ -135,7 +138,10 @@ void QpImpl::requester_run() {
     if (last) {
       h.imm_data = w.imm_data;
       h.bth.solicited = (w.flags & kWrSolicited) != 0;
-      h.bth.ack_req = true;  // one ACK per message is enough
+      h.bth.ack_req = true;
+    } else if (packet::psn_diff(npsn, w.first_psn) % kAckRequestInterval ==
+               kAckRequestInterval - 1) {
+      h.bth.ack_req = true;
     }
     transmit(h, payload);
     npsn = packet::psn_add(npsn, 1);

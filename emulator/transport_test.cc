@@ -233,6 +233,28 @@ TEST_F(Transport, WriteWithImmediateAndReadAcrossPsnWrap) {
   EXPECT_EQ(count_opcode(Opcode::kRcReadResponseLast), 1u);
 }
 
+// A message longer than the window of unacknowledged packets: the requester
+// asks for ACKs inside it (AckReq) so the window keeps moving.
+TEST_F(Transport, MessageLongerThanTheWindowCompletes) {
+  const size_t bytes = 2 << 20;  // 8192 packets at a 256-byte MTU
+  Endpoint a = make_endpoint(bytes), b = make_endpoint(bytes);
+  connect(a, b, 5, 6);
+  fill(a.buffer, 21);
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), static_cast<uint32_t>(bytes), a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.flags = kWrSignaled;
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data());
+  wr.rkey = b.mr->rkey();
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_TRUE(a.buffer == b.buffer);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteMiddle), bytes / 256 - 2);
+}
+
 // IBTA 9.7.6.1.3: a lost packet is resent when the local ACK timer expires
 // (4.096 us * 2^timeout) and the message arrives once, intact.
 TEST_F(Transport, LostPacketIsRetransmittedAfterTheTimeout) {

@@ -30,9 +30,19 @@ size_t extension_header_bytes(Opcode opcode);
 // Size of the IB frame that encode_ib() would produce.
 size_t ib_frame_size(const Headers& headers, size_t payload_bytes);
 
+// Bytes before the payload in an IB frame (LRH [GRH] BTH extension headers):
+// where a sender may place the payload in its frame buffer ahead of
+// encode_ib() to save a copy.
+size_t ib_header_bytes(const Headers& headers);
+
 // Writes one IB frame into `out`, filling the derived fields itself: LRH
 // lnh/pkt_len, GRH pay_len, BTH pad_count, and the ICRC. Returns the frame
 // size, or 0 when `out` is too small or the opcode is unknown.
+// Also 0 when a payload is given to an opcode that carries none, or when
+// the frame would exceed what the LRH's 11-bit PktLen can describe.
+// Fields wider than their wire field (24-bit QPNs and PSNs, 4-bit VL...)
+// are cut to it. `payload` may overlap `out`, e.g. already sit at offset
+// ib_header_bytes(headers). No allocation.
 size_t encode_ib(const Headers& headers, std::span<const uint8_t> payload,
                  std::span<uint8_t> out);
 
@@ -45,6 +55,7 @@ enum class DecodeError : uint8_t {
   kBadTver,
   kBadPad,         // pad bytes beyond the payload
   kBadIcrc,
+  kUnexpectedPayload,  // bytes after the headers of an opcode without payload
 };
 
 const char* to_string(DecodeError error);
@@ -55,6 +66,9 @@ struct DecodedPacket {
 };
 
 // Parses and checks one IB frame (ICRC included). Never reads outside `in`.
+// `in` must be exactly one frame: LRH PktLen words. Reserved fields are not
+// checked (IBTA: ignored on receive) but the ICRC covers them. On an error
+// `out` holds whatever had been parsed by then. No allocation.
 DecodeError decode_ib(std::span<const uint8_t> in, DecodedPacket& out);
 
 }  // namespace softverbs::packet

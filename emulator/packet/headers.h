@@ -90,6 +90,8 @@ struct Lrh {
   uint16_t dlid = 0;
   uint16_t pkt_len = 0;
   uint16_t slid = 0;
+
+  bool operator==(const Lrh&) const = default;
 };
 
 // Global Route Header (IBTA 8.3), IPv6 layout.
@@ -102,6 +104,8 @@ struct Grh {
   uint8_t hop_limit = 0;
   Gid sgid{};
   Gid dgid{};
+
+  bool operator==(const Grh&) const = default;
 };
 
 // Base Transport Header (IBTA 9.2).
@@ -117,24 +121,48 @@ struct Bth {
   uint32_t dest_qp = 0;  // 24 bits
   bool ack_req = false;
   uint32_t psn = 0;      // 24 bits
+
+  bool operator==(const Bth&) const = default;
 };
 
-struct Reth { uint64_t va = 0; uint32_t rkey = 0; uint32_t dma_len = 0; };
+struct Reth {
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t dma_len = 0;
+
+  bool operator==(const Reth&) const = default;
+};
 
 // AETH syndrome (IBTA 9.7.5.1): bits 6:5 select ACK (0), RNR NAK (1) or NAK
 // (3); bits 4:0 carry the credit count, the RNR timer or the NAK code.
-struct Aeth { uint8_t syndrome = 0; uint32_t msn = 0; };
+struct Aeth {
+  uint8_t syndrome = 0;
+  uint32_t msn = 0;  // 24 bits
+
+  bool operator==(const Aeth&) const = default;
+};
 
 struct AtomicEth {
   uint64_t va = 0;
   uint32_t rkey = 0;
   uint64_t swap_add = 0;
   uint64_t compare = 0;
+
+  bool operator==(const AtomicEth&) const = default;
 };
 
-struct AtomicAckEth { uint64_t orig_data = 0; };
+struct AtomicAckEth {
+  uint64_t orig_data = 0;
 
-struct Deth { uint32_t qkey = 0; uint32_t src_qp = 0; };
+  bool operator==(const AtomicAckEth&) const = default;
+};
+
+struct Deth {
+  uint32_t qkey = 0;
+  uint32_t src_qp = 0;  // 24 bits
+
+  bool operator==(const Deth&) const = default;
+};
 
 // Every header of one packet but the payload. Extension headers are present
 // exactly when opcode_info(bth.opcode).headers says so.
@@ -150,6 +178,8 @@ struct Headers {
   Deth deth;
   uint32_t imm_data = 0;  // kept in network byte order, as applications see it
   uint32_t ieth_rkey = 0;
+
+  bool operator==(const Headers&) const = default;
 };
 
 // 24-bit PSN arithmetic (IBTA 9.7.1: PSNs are compared modulo 2^24).

@@ -1,0 +1,110 @@
+// The host-wide registry of one user's softverbs processes: which process
+// slots are taken, and which process owns each QPN of each soft device, so
+// that QPNs are unique across processes as on one real HCA. It lives in the
+// shared-memory segment "/<prefix>-<euid>-registry" (mode 0600).
+//
+// Processes come and go without telling anyone: a slot whose process has
+// died (its pid gone, or now another process's, told apart by start time)
+// is reclaimed, with its QPNs and its mailbox segment, by the next attach()
+// or allocate_qpn() of any process. The last process to detach removes the
+// segment, so nothing stays in /dev/shm.
+//
+// Threads: every method may be called from any thread.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "emulator/types.h"
+#include "emulator/wire/shm_registry_layout.h"
+#include "emulator/wire/shm_segment.h"
+
+namespace softverbs {
+
+// One attached process: its slot, and the generation that makes the pair
+// unique even after the slot is reused.
+struct ProcessRef {
+  uint32_t slot = 0;
+  uint32_t pid = 0;
+  uint64_t generation = 0;
+};
+
+class ShmRegistry {
+ public:
+  // Maps (creating if needed) the registry segment of this user, claims a
+  // process slot for this process, and reclaims slots (and their QPNs, and
+  // their mailbox segments) of dead processes. nullptr + err on failure:
+  // EACCES (segment not ours or not 0600), EAGAIN (no free slot, or the
+  // segment never got initialized), EPROTO (another layout version), EINVAL
+  // ($SOFTVERBS_SHM_PREFIX unusable), ENOMEM.
+  static std::unique_ptr<ShmRegistry> attach(Errno& err);
+  // Releases this process's QPNs and slot; unlinks the segment if no process
+  // is left attached. Destroy the ShmWire built on this registry first.
+  ~ShmRegistry();
+
+  ShmRegistry(const ShmRegistry&) = delete;
+  ShmRegistry& operator=(const ShmRegistry&) = delete;
+
+  ProcessRef self() const { return self_; }
+
+  // Allocates a QPN of device `device_index` (0..15) unique among all live
+  // processes; never 0 or 1 (QP0/QP1). Round robin over the space, so a
+  // freed QPN comes back as late as possible. EAGAIN when the space is
+  // exhausted, EINVAL on a bad device.
+  Errno allocate_qpn(uint32_t device_index, uint32_t& qpn);
+  // Frees a QPN this process owns; anything else is ignored.
+  void release_qpn(uint32_t device_index, uint32_t qpn);
+
+  // Which process owns that QPN now. false when unallocated or its owner is
+  // dead. Makes syscalls to check liveness.
+  bool lookup_qpn(uint32_t device_index, uint32_t qpn, ProcessRef& owner) const;
+  // The same without the liveness check: no lock, no syscall, for the data
+  // path. A crashed owner is reported until its slot is reclaimed.
+  bool find_qpn_owner(uint32_t device_index, uint32_t qpn, ProcessRef& owner) const;
+
+  // True while that process is attached and running.
+  bool is_alive(const ProcessRef& process) const;
+
+  // Name of the mailbox segment of a process (for shm_open), for the prefix
+  // now in the environment.
+  static std::string mailbox_name(const ProcessRef& process);
+  // The same for the prefix this registry was attached with: what the wire
+  // uses, so a later change of $SOFTVERBS_SHM_PREFIX changes nothing.
+  std::string mailbox_name_of(const ProcessRef& process) const;
+  // Name of the registry segment for the current prefix and user.
+  static std::string segment_name();
+
+  static constexpr uint32_t kMaxDevices = kMaxRegistryDevices;
+  static constexpr uint32_t kMaxProcesses = kMaxProcessSlots;
+  // How many QPNs each device can hand out at once.
+  static constexpr uint32_t kQpnsPerDevice = kQpnTableSize - kFirstAllocatableQpn;
+
+ private:
+  class Lock;
+  ShmRegistry(ShmSegment segment, struct stat identity, std::string user_stem);
+
+  RegistryLayout& layout() const { return *layout_; }
+  // Reads a slot consistently without the mutex. false when it is free.
+  bool read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
+                 uint64_t& start_time) const;
+  Errno claim_slot();
+  void reclaim_dead_slots_locked();
+  void clear_slot_locked(uint32_t slot);
+  void detach();
+
+  ShmSegment segment_;
+  RegistryLayout* layout_ = nullptr;
+  struct stat identity_ {};  // of the segment we attached, for the unlink check
+  std::string user_stem_;   // "<prefix>-<euid>-" as it was at attach
+  std::string name_;
+  ProcessRef self_;
+  // A child forked from an attached process inherits this object and the
+  // locked descriptor; only the process that attached may detach.
+  pid_t attached_pid_ = 0;
+};
+
+}  // namespace softverbs

@@ -1,0 +1,62 @@
+// The registry segment's layout, shared by every process of one user. Its
+// size and the limits below are part of the version: processes of another
+// version refuse it (EPROTO) instead of misreading it.
+//
+// Crash safety: a process may die (SIGKILL) anywhere, even holding the
+// mutex. Every update is ordered so that what it leaves behind is harmless:
+// a slot is marked used only after its fields are written and marked free
+// only after its QPNs are cleared; a QPN count is raised before the table
+// entry is set and lowered after it is cleared, so it never undercounts.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace softverbs {
+
+inline constexpr uint32_t kMaxProcessSlots = 256;
+inline constexpr uint32_t kMaxRegistryDevices = 16;
+// QPNs 2 .. kQpnTableSize-1 are handed out; 0 and 1 are QP0 and QP1.
+inline constexpr uint32_t kQpnTableSize = 1u << 17;
+inline constexpr uint32_t kFirstAllocatableQpn = 2;
+
+inline constexpr uint64_t kRegistryMagic = 0x67722d76667373ull;  // "ssfv-rg"
+inline constexpr uint32_t kRegistryVersion = 1;
+
+// Fields read without the mutex are plain integers accessed through
+// std::atomic_ref: the segment starts as zeros, and zero is every field's
+// initial value, so nothing has to be constructed and untouched pages of the
+// QPN table stay unallocated.
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint16_t>::is_always_lock_free);
+
+struct RegistryProcessSlot {
+  uint64_t generation;  // 0: free. Unique for the registry's lifetime.
+  uint64_t start_time;  // clock ticks since boot, tells a reused pid apart
+  uint32_t pid;
+  uint32_t qpn_count;   // under the mutex; never lower than the QPNs held
+};
+
+struct RegistryLayout {
+  uint64_t magic;  // written last, with release, by the creator
+  uint32_t version;
+  uint32_t max_slots;
+  uint32_t max_devices;
+  uint32_t qpn_table_size;
+  uint64_t total_bytes;
+  alignas(64) pthread_mutex_t mutex;  // process-shared, robust
+  // Under the mutex:
+  uint64_t last_generation;
+  uint32_t next_qpn[kMaxRegistryDevices];  // round-robin cursors
+  alignas(64) RegistryProcessSlot slots[kMaxProcessSlots];
+  // Owner of each QPN: slot index + 1, or 0 when free. Written under the
+  // mutex, read lock-free by the data path.
+  alignas(4096) uint16_t qpn_owner[kMaxRegistryDevices][kQpnTableSize];
+};
+
+static_assert(kMaxProcessSlots < UINT16_MAX);
+
+}  // namespace softverbs

@@ -1,0 +1,483 @@
+// The shared registry with real processes: QPN uniqueness across processes,
+// reclaiming what a killed process held, segment permissions, and leaving
+// nothing in /dev/shm once the last user is gone.
+#include "emulator/wire/shm_registry.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <set>
+#include <vector>
+
+#include "emulator/wire/shm_names.h"
+#include "emulator/wire/shm_wire.h"
+#include "emulator/wire/wire_test_support.h"
+
+namespace softverbs {
+namespace {
+
+using testing::fork_child;
+using testing::Pipe;
+using testing::wait_child;
+
+class ShmRegistryTest : public ::testing::Test {
+ protected:
+  void TearDown() override { testing::remove_segments_of_current_prefix(); }
+
+  static std::unique_ptr<ShmRegistry> attach() {
+    Errno err = 0;
+    auto registry = ShmRegistry::attach(err);
+    EXPECT_NE(registry, nullptr) << "attach failed, errno " << err;
+    return registry;
+  }
+
+  testing::ScopedShmPrefix prefix_;
+};
+
+// A child that attaches, creates its mailbox, takes `count` QPNs of device
+// 0, reports its ProcessRef and QPNs, then waits to be killed.
+pid_t spawn_qpn_holder(Pipe& report, uint32_t count) {
+  return fork_child([&report, count] {
+    Errno err = 0;
+    auto registry = ShmRegistry::attach(err);
+    if (!registry) return 1;
+    auto wire = ShmWire::create(*registry, err);
+    if (!wire) return 2;
+    std::vector<uint32_t> qpns(count);
+    for (uint32_t& qpn : qpns) {
+      if (registry->allocate_qpn(0, qpn) != 0) return 3;
+    }
+    ProcessRef self = registry->self();
+    report.write(self);
+    report.write_bytes(qpns.data(), qpns.size() * sizeof(uint32_t));
+    for (;;) pause();
+  });
+}
+
+TEST_F(ShmRegistryTest, AttachClaimsASlotForThisProcess) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  const ProcessRef self = registry->self();
+  EXPECT_EQ(self.pid, static_cast<uint32_t>(getpid()));
+  EXPECT_NE(self.generation, 0u);
+  EXPECT_LT(self.slot, ShmRegistry::kMaxProcesses);
+  EXPECT_TRUE(registry->is_alive(self));
+}
+
+TEST_F(ShmRegistryTest, TwoAttachmentsGetDistinctSlotsAndGenerations) {
+  auto first = attach();
+  auto second = attach();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(first->self().slot, second->self().slot);
+  EXPECT_NE(first->self().generation, second->self().generation);
+}
+
+TEST_F(ShmRegistryTest, SegmentsAreOwnedByTheUserWithMode0600) {
+  const mode_t old_umask = umask(0);  // a permissive umask must not widen them
+  auto registry = attach();
+  Errno err = 0;
+  auto wire = registry ? ShmWire::create(*registry, err) : nullptr;
+  umask(old_umask);
+  ASSERT_NE(registry, nullptr);
+  ASSERT_NE(wire, nullptr) << err;
+  for (const std::string& name :
+       {ShmRegistry::segment_name(), ShmRegistry::mailbox_name(registry->self())}) {
+    struct stat st;
+    ASSERT_EQ(stat(shm_file_path(name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << name;
+    EXPECT_EQ(st.st_uid, geteuid()) << name;
+  }
+}
+
+TEST_F(ShmRegistryTest, ASegmentReadableByOthersIsRefusedWithEacces) {
+  const std::string name = ShmRegistry::segment_name();
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0644);
+  ASSERT_GE(fd, 0);
+  fchmod(fd, 0644);
+  close(fd);
+  Errno err = 0;
+  EXPECT_EQ(ShmRegistry::attach(err), nullptr);
+  EXPECT_EQ(err, EACCES);
+  shm_unlink(name.c_str());
+}
+
+TEST_F(ShmRegistryTest, AnUnusablePrefixIsRefusedWithEinval) {
+  setenv(kShmPrefixVariable, "not/a/name", 1);
+  Errno err = 0;
+  EXPECT_EQ(ShmRegistry::attach(err), nullptr);
+  EXPECT_EQ(err, EINVAL);
+}
+
+TEST_F(ShmRegistryTest, QpnsZeroAndOneAreNeverHandedOutAndTheSpaceRunsOutWithEagain) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  std::vector<bool> seen(1u << 24, false);
+  uint32_t count = 0;
+  uint32_t qpn = 0;
+  Errno err = 0;
+  while ((err = registry->allocate_qpn(2, qpn)) == 0) {
+    ASSERT_GE(qpn, 2u);
+    ASSERT_LT(qpn, 1u << 24);
+    ASSERT_FALSE(seen[qpn]) << "QPN " << qpn << " handed out twice";
+    seen[qpn] = true;
+    ++count;
+  }
+  EXPECT_EQ(err, EAGAIN);
+  EXPECT_EQ(count, ShmRegistry::kQpnsPerDevice);
+  EXPECT_GE(count, 65536u);
+  // One freed QPN is the only one left to hand out.
+  registry->release_qpn(2, 1000);
+  ASSERT_EQ(registry->allocate_qpn(2, qpn), 0);
+  EXPECT_EQ(qpn, 1000u);
+}
+
+TEST_F(ShmRegistryTest, AFreedQpnIsNotTheNextOneHandedOut) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  uint32_t first = 0;
+  ASSERT_EQ(registry->allocate_qpn(0, first), 0);
+  registry->release_qpn(0, first);
+  std::set<uint32_t> next;
+  for (int i = 0; i < 100; ++i) {
+    uint32_t qpn = 0;
+    ASSERT_EQ(registry->allocate_qpn(0, qpn), 0);
+    next.insert(qpn);
+  }
+  EXPECT_EQ(next.count(first), 0u);
+}
+
+TEST_F(ShmRegistryTest, EachDeviceHasItsOwnQpnSpace) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  uint32_t on_device_3 = 0;
+  uint32_t on_device_15 = 0;
+  ASSERT_EQ(registry->allocate_qpn(3, on_device_3), 0);
+  ASSERT_EQ(registry->allocate_qpn(15, on_device_15), 0);
+  EXPECT_EQ(on_device_3, on_device_15);  // both spaces were empty
+  ProcessRef owner;
+  EXPECT_TRUE(registry->lookup_qpn(15, on_device_15, owner));
+  uint32_t qpn = 0;
+  EXPECT_EQ(registry->allocate_qpn(16, qpn), EINVAL);
+}
+
+TEST_F(ShmRegistryTest, LookupNamesTheOwnerUntilTheQpnIsReleased) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  uint32_t qpn = 0;
+  ASSERT_EQ(registry->allocate_qpn(1, qpn), 0);
+  ProcessRef owner;
+  ASSERT_TRUE(registry->lookup_qpn(1, qpn, owner));
+  EXPECT_EQ(owner.pid, static_cast<uint32_t>(getpid()));
+  EXPECT_EQ(owner.slot, registry->self().slot);
+  EXPECT_EQ(owner.generation, registry->self().generation);
+  EXPECT_FALSE(registry->lookup_qpn(0, qpn, owner));  // other device
+  registry->release_qpn(1, qpn);
+  EXPECT_FALSE(registry->lookup_qpn(1, qpn, owner));
+  EXPECT_FALSE(registry->lookup_qpn(1, 0, owner));
+  EXPECT_FALSE(registry->lookup_qpn(1, 1u << 24, owner));
+}
+
+TEST_F(ShmRegistryTest, OnlyTheOwnerCanReleaseAQpn) {
+  auto owner_registry = attach();
+  auto other = attach();
+  ASSERT_NE(owner_registry, nullptr);
+  ASSERT_NE(other, nullptr);
+  uint32_t qpn = 0;
+  ASSERT_EQ(owner_registry->allocate_qpn(0, qpn), 0);
+  other->release_qpn(0, qpn);
+  ProcessRef owner;
+  ASSERT_TRUE(other->lookup_qpn(0, qpn, owner));
+  EXPECT_EQ(owner.generation, owner_registry->self().generation);
+}
+
+TEST_F(ShmRegistryTest, QpnsAreUniqueAcrossFourProcessesAllocatingAtOnce) {
+  constexpr int kChildren = 4;
+  constexpr uint32_t kEach = 1000;
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Pipe ready, go, results, release;
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    children.push_back(fork_child([&] {
+      Errno err = 0;
+      auto mine = ShmRegistry::attach(err);
+      if (!mine) return 1;
+      ready.write(uint8_t{1});
+      uint8_t token = 0;
+      if (!go.read(token)) return 2;
+      std::vector<uint32_t> qpns(kEach);
+      for (uint32_t& qpn : qpns) {
+        if (mine->allocate_qpn(0, qpn) != 0) return 3;
+      }
+      // One message per child, so the parent can tell whose QPNs are whose.
+      std::vector<uint32_t> message{static_cast<uint32_t>(getpid())};
+      message.insert(message.end(), qpns.begin(), qpns.end());
+      results.write_bytes(message.data(), message.size() * sizeof(uint32_t));
+      if (!release.read(token)) return 4;  // hold them until the parent checked
+      return 0;
+    }));
+  }
+  for (int c = 0; c < kChildren; ++c) {
+    uint8_t token = 0;
+    ASSERT_TRUE(ready.read(token));
+  }
+  for (int c = 0; c < kChildren; ++c) go.write(uint8_t{1});
+
+  std::set<uint32_t> all;
+  for (int c = 0; c < kChildren; ++c) {
+    std::vector<uint32_t> message(1 + kEach);
+    ASSERT_TRUE(results.read_bytes(message.data(), message.size() * sizeof(uint32_t)));
+    for (uint32_t i = 1; i <= kEach; ++i) {
+      const uint32_t qpn = message[i];
+      EXPECT_GE(qpn, 2u);
+      EXPECT_TRUE(all.insert(qpn).second) << "QPN " << qpn << " handed out twice";
+      ProcessRef owner;
+      ASSERT_TRUE(registry->lookup_qpn(0, qpn, owner));
+      EXPECT_EQ(owner.pid, message[0]);
+    }
+  }
+  EXPECT_EQ(all.size(), kChildren * kEach);
+  for (int c = 0; c < kChildren; ++c) release.write(uint8_t{1});
+  for (pid_t child : children) EXPECT_EQ(wait_child(child), 0);
+}
+
+TEST_F(ShmRegistryTest, KilledProcessIsReclaimedByTheNextAllocation) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Pipe report;
+  constexpr uint32_t kHeld = 100;
+  pid_t child = spawn_qpn_holder(report, kHeld);
+  ProcessRef dead;
+  std::vector<uint32_t> held(kHeld);
+  ASSERT_TRUE(report.read(dead));
+  ASSERT_TRUE(report.read_bytes(held.data(), held.size() * sizeof(uint32_t)));
+  const std::string mailbox = shm_file_path(ShmRegistry::mailbox_name(dead));
+  EXPECT_TRUE(testing::file_exists(mailbox));
+
+  kill(child, SIGKILL);
+  EXPECT_EQ(wait_child(child), 128 + SIGKILL);
+  ProcessRef owner;
+  EXPECT_FALSE(registry->is_alive(dead));
+  EXPECT_FALSE(registry->lookup_qpn(0, held[0], owner));  // dead owner
+  EXPECT_TRUE(registry->find_qpn_owner(0, held[0], owner));  // not reclaimed yet
+
+  uint32_t qpn = 0;
+  ASSERT_EQ(registry->allocate_qpn(0, qpn), 0);  // reclaims
+  EXPECT_FALSE(testing::file_exists(mailbox));
+  for (uint32_t q : held) EXPECT_FALSE(registry->find_qpn_owner(0, q, owner)) << q;
+
+  // The whole space is ours again, the dead process's QPNs included.
+  uint32_t count = 1;
+  while (registry->allocate_qpn(0, qpn) == 0) ++count;
+  EXPECT_EQ(count, ShmRegistry::kQpnsPerDevice);
+
+  // And its slot serves the next process, under a new generation.
+  Pipe next;
+  pid_t successor = fork_child([&] {
+    Errno err = 0;
+    auto mine = ShmRegistry::attach(err);
+    if (!mine) return 1;
+    next.write(mine->self());
+    return 0;
+  });
+  ProcessRef reused;
+  ASSERT_TRUE(next.read(reused));
+  EXPECT_EQ(wait_child(successor), 0);
+  EXPECT_EQ(reused.slot, dead.slot);
+  EXPECT_GT(reused.generation, dead.generation);
+}
+
+TEST_F(ShmRegistryTest, KilledLastUserIsReclaimedByTheNextAttach) {
+  Pipe report;
+  pid_t child = spawn_qpn_holder(report, 10);
+  ProcessRef dead;
+  std::vector<uint32_t> held(10);
+  ASSERT_TRUE(report.read(dead));
+  ASSERT_TRUE(report.read_bytes(held.data(), held.size() * sizeof(uint32_t)));
+  kill(child, SIGKILL);
+  EXPECT_EQ(wait_child(child), 128 + SIGKILL);
+  // It was the only user: everything it had is still there.
+  const std::string mailbox = shm_file_path(ShmRegistry::mailbox_name(dead));
+  EXPECT_TRUE(testing::file_exists(mailbox));
+  EXPECT_TRUE(testing::file_exists(shm_file_path(ShmRegistry::segment_name())));
+
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  EXPECT_FALSE(testing::file_exists(mailbox));
+  ProcessRef owner;
+  for (uint32_t q : held) EXPECT_FALSE(registry->find_qpn_owner(0, q, owner)) << q;
+  registry.reset();
+  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
+}
+
+TEST_F(ShmRegistryTest, AnUnreapedDeadProcessCountsAsDead) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Pipe report;
+  pid_t child = spawn_qpn_holder(report, 1);
+  ProcessRef zombie;
+  uint32_t qpn = 0;
+  ASSERT_TRUE(report.read(zombie));
+  ASSERT_TRUE(report.read(qpn));
+  kill(child, SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // not reaped
+  ProcessRef owner;
+  EXPECT_FALSE(registry->is_alive(zombie));
+  EXPECT_FALSE(registry->lookup_qpn(0, qpn, owner));
+  EXPECT_EQ(wait_child(child), 128 + SIGKILL);
+}
+
+TEST_F(ShmRegistryTest, NothingIsLeftInDevShmAfterTheLastUserDetaches) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Errno err = 0;
+  auto wire = ShmWire::create(*registry, err);
+  ASSERT_NE(wire, nullptr);
+  Pipe done;
+  std::vector<pid_t> children;
+  for (int c = 0; c < 3; ++c) {
+    children.push_back(fork_child([&] {
+      Errno e = 0;
+      auto mine = ShmRegistry::attach(e);
+      if (!mine) return 1;
+      auto my_wire = ShmWire::create(*mine, e);
+      if (!my_wire) return 2;
+      uint32_t qpn = 0;
+      if (mine->allocate_qpn(0, qpn) != 0) return 3;
+      done.write(uint8_t{1});
+      return 0;  // leaves with everything still held: the destructors tidy up
+    }));
+  }
+  for (int c = 0; c < 3; ++c) {
+    uint8_t token = 0;
+    ASSERT_TRUE(done.read(token));
+  }
+  for (pid_t child : children) EXPECT_EQ(wait_child(child), 0);
+  EXPECT_FALSE(testing::segments_of_current_prefix().empty());
+  wire.reset();
+  registry.reset();
+  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
+}
+
+TEST_F(ShmRegistryTest, LastUserLeavingAfterACrashRemovesTheDeadOnesSegmentsToo) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Pipe report;
+  pid_t child = spawn_qpn_holder(report, 5);
+  ProcessRef dead;
+  ASSERT_TRUE(report.read(dead));
+  kill(child, SIGKILL);
+  wait_child(child);
+  EXPECT_TRUE(testing::file_exists(shm_file_path(ShmRegistry::mailbox_name(dead))));
+  registry.reset();
+  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
+}
+
+TEST_F(ShmRegistryTest, ProcessesAttachingAndLeavingAtOnceLeaveNothingBehind) {
+  constexpr int kChildren = 4;
+  constexpr int kRounds = 40;
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    children.push_back(fork_child([] {
+      for (int round = 0; round < kRounds; ++round) {
+        Errno err = 0;
+        auto registry = ShmRegistry::attach(err);
+        if (!registry) return 10 + err;
+        auto wire = ShmWire::create(*registry, err);
+        if (!wire) return 50 + err;
+        uint32_t qpn = 0;
+        if (registry->allocate_qpn(0, qpn) != 0) return 3;
+        ProcessRef owner;
+        if (!registry->lookup_qpn(0, qpn, owner) || owner.pid != static_cast<uint32_t>(getpid())) {
+          return 4;
+        }
+      }
+      return 0;
+    }));
+  }
+  for (pid_t child : children) EXPECT_EQ(wait_child(child), 0);
+  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
+}
+
+TEST_F(ShmRegistryTest, AForkedCopyLeavingDoesNotDetachTheParent) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Errno err = 0;
+  auto wire = ShmWire::create(*registry, err);
+  ASSERT_NE(wire, nullptr);
+  uint32_t qpn = 0;
+  ASSERT_EQ(registry->allocate_qpn(0, qpn), 0);
+  pid_t child = fork_child([&] {
+    wire.reset();  // the inherited copies go away in the child
+    registry.reset();
+    return 0;
+  });
+  EXPECT_EQ(wait_child(child), 0);
+  ProcessRef owner;
+  EXPECT_TRUE(registry->lookup_qpn(0, qpn, owner));
+  EXPECT_TRUE(registry->is_alive(registry->self()));
+  EXPECT_TRUE(testing::file_exists(shm_file_path(ShmRegistry::mailbox_name(registry->self()))));
+  EXPECT_TRUE(testing::file_exists(shm_file_path(ShmRegistry::segment_name())));
+}
+
+// Creates a segment named like a mailbox that no slot accounts for.
+void plant_segment(const std::string& name) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
+  if (fd >= 0) close(fd);
+}
+
+TEST_F(ShmRegistryTest, MailboxesLeftFromAnEarlierRegistryAreRemovedByItsSuccessor) {
+  const std::string stray = mailbox_segment_name(5, 77);
+  const std::string unrelated = "/" + shm_user_stem() + "mbox-notes";
+  plant_segment(stray);
+  plant_segment(unrelated);
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  EXPECT_FALSE(testing::file_exists(shm_file_path(stray)));
+  EXPECT_TRUE(testing::file_exists(shm_file_path(unrelated)));  // not a mailbox name
+  shm_unlink(unrelated.c_str());
+}
+
+TEST_F(ShmRegistryTest, TheLastUserRemovesMailboxesNoSlotAccountsFor) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  const std::string stray = mailbox_segment_name(9, 12345);
+  plant_segment(stray);
+  registry.reset();
+  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
+}
+
+TEST_F(ShmRegistryTest, ChangingThePrefixAfterAttachingChangesNothing) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Errno err = 0;
+  auto wire = ShmWire::create(*registry, err);
+  ASSERT_NE(wire, nullptr);
+  const std::string mailbox = ShmRegistry::mailbox_name(registry->self());
+  const std::string attached_prefix = shm_prefix();
+  {
+    testing::ScopedShmPrefix another;
+    EXPECT_EQ(registry->mailbox_name_of(registry->self()), mailbox);
+    uint32_t qpn = 0;
+    ASSERT_EQ(registry->allocate_qpn(0, qpn), 0);
+    const std::array<uint8_t, 2> frame{1, 2};
+    EXPECT_TRUE(wire->send(WireAddress{0, qpn}, frame));
+    EXPECT_EQ(wire->poll([](std::span<const uint8_t>) {}, 4), 1u);
+    wire.reset();
+    registry.reset();
+  }
+  ASSERT_EQ(shm_prefix(), attached_prefix);
+  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
+}
+
+}  // namespace
+}  // namespace softverbs

@@ -1,0 +1,88 @@
+// The shared-memory wire: carries frames between the softverbs processes of
+// one user on one host, losslessly and in order per destination.
+//
+// Each process owns one mailbox (ShmMailbox) named after its registry slot
+// and generation. send() looks up which process owns the destination QPN in
+// the registry and copies the frame into that process's mailbox; poll()
+// hands the frames of our own mailbox to the engine. A frame for a QPN of
+// this process goes through our own mailbox like any other.
+//
+// When a destination mailbox is full, the frame is held in a local FIFO for
+// that process and every later frame for it queues behind, so order holds;
+// poll() pushes held frames on first. A frame whose destination has no live
+// owner is dropped and counted (frames_unroutable).
+//
+// Threads: send(), wake(), has_deferred() and counters() from any thread;
+// poll() and wait() from one thread at a time (the progress engine).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "emulator/types.h"
+#include "emulator/wire/shm_mailbox.h"
+#include "emulator/wire/shm_registry.h"
+#include "emulator/wire/wire.h"
+
+namespace softverbs {
+
+class ShmWire final : public Wire {
+ public:
+  // Creates this process's mailbox (named after its slot in `registry`) and
+  // returns the wire. `registry` must outlive the wire. Create the wire
+  // before allocating QPNs: frames for a QPN whose owner has no mailbox yet
+  // are unroutable. nullptr + err (EACCES, ENOMEM, EINVAL...).
+  static std::unique_ptr<ShmWire> create(ShmRegistry& registry, Errno& err);
+  ~ShmWire() override;
+
+  ShmWire(const ShmWire&) = delete;
+  ShmWire& operator=(const ShmWire&) = delete;
+
+  // Frames of 1..kShmMaxFrameBytes bytes; anything else is refused (false).
+  bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
+  // Pushes held frames on, then delivers up to `budget` frames from our
+  // mailbox. `deliver` runs with no lock held and may call send().
+  size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+              size_t budget) override;
+  // While frames are held, sleeps at most kDeferredRetryNs: the peer that
+  // frees room in its mailbox does not tell us.
+  void wait(uint64_t timeout_ns) override;
+  void wake() override;
+  bool has_deferred() const override;
+  WireCounters counters() const override;
+
+  static constexpr uint64_t kDeferredRetryNs = 100'000;
+  // How often a peer we send to is checked for being still alive.
+  static constexpr uint64_t kPeerLivenessIntervalNs = 50'000'000;
+
+ private:
+  struct Peer;
+  ShmWire(ShmRegistry& registry, std::unique_ptr<ShmMailbox> inbox);
+
+  Peer* peer_for_locked(const ProcessRef& owner);
+  bool confirm_alive_locked(Peer& peer, bool force);
+  void forget_peer_locked(Peer& peer);
+  bool defer_locked(Peer& peer, std::span<const uint8_t> frame);
+  void push_deferred();
+  void count_unroutable(uint64_t frames);
+
+  ShmRegistry& registry_;
+  std::unique_ptr<ShmMailbox> inbox_;
+
+  std::mutex send_mutex_;  // guards everything below but the atomics
+  std::array<std::unique_ptr<Peer>, ShmRegistry::kMaxProcesses> peers_;  // by slot
+  std::vector<uint32_t> slots_with_deferred_;
+
+  std::atomic<uint64_t> deferred_frames_{0};  // held right now
+  std::atomic<uint64_t> frames_sent_{0};
+  std::atomic<uint64_t> frames_received_{0};
+  std::atomic<uint64_t> frames_deferred_{0};
+  std::atomic<uint64_t> frames_unroutable_{0};
+};
+
+}  // namespace softverbs

@@ -1,0 +1,96 @@
+// The built libsoftverbs.so against the installed libibverbs: every function
+// the real library exports at a public default node is exported with the
+// same node, ibv_query_gid_type at the real private node, and nothing else.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct DynamicSymbol {
+  std::string node;
+  bool is_default = false;  // objdump shows non-default versions in parentheses
+};
+
+// name -> version of each defined dynamic symbol (not version definitions).
+std::multimap<std::string, DynamicSymbol> defined_symbols(const std::string& library) {
+  std::multimap<std::string, DynamicSymbol> symbols;
+  const std::string command = std::string(SOFTVERBS_OBJDUMP) + " -T '" + library + "'";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) return symbols;
+  char line[1024];
+  while (std::fgets(line, sizeof(line), pipe.get())) {
+    std::string text(line);
+    if (text.find("*UND*") != std::string::npos || text.find("*ABS*") != std::string::npos)
+      continue;
+    if (text.find(" DF ") == std::string::npos && text.find(" DO ") == std::string::npos)
+      continue;
+    std::istringstream fields(text);
+    std::string field, previous, last;
+    while (fields >> field) {
+      previous = last;
+      last = field;
+    }
+    DynamicSymbol symbol;
+    symbol.is_default = previous.front() != '(';
+    symbol.node = symbol.is_default ? previous : previous.substr(1, previous.size() - 2);
+    symbols.emplace(last, symbol);
+  }
+  return symbols;
+}
+
+bool is_public_node(const std::string& node) { return node.rfind("IBVERBS_1.", 0) == 0; }
+bool is_private_node(const std::string& node) {
+  return node.rfind("IBVERBS_PRIVATE_", 0) == 0;
+}
+
+// What libsoftverbs.so must export: name -> node.
+std::map<std::string, std::string> expected_exports() {
+  std::map<std::string, std::string> expected;
+  for (const auto& [name, symbol] : defined_symbols(SOFTVERBS_REAL_IBVERBS)) {
+    if (!symbol.is_default) continue;
+    if (is_public_node(symbol.node) ||
+        (is_private_node(symbol.node) && name == "ibv_query_gid_type"))
+      expected[name] = symbol.node;
+  }
+  return expected;
+}
+
+TEST(ExportedAbi, InstalledLibraryHasThePublicSurface) {
+  const auto expected = expected_exports();
+  EXPECT_GT(expected.size(), 60u);
+  EXPECT_EQ(expected.count("ibv_get_device_list"), 1u);
+  EXPECT_EQ(expected.count("ibv_query_gid_type"), 1u);
+}
+
+TEST(ExportedAbi, EveryPublicDefaultSymbolIsExportedAtTheSameNode) {
+  const auto ours = defined_symbols(SOFTVERBS_PROVIDER_LIBRARY);
+  ASSERT_FALSE(ours.empty()) << "cannot read " << SOFTVERBS_PROVIDER_LIBRARY;
+  for (const auto& [name, node] : expected_exports()) {
+    auto range = ours.equal_range(name);
+    bool found = false;
+    for (auto it = range.first; it != range.second; ++it)
+      if (it->second.is_default && it->second.node == node) found = true;
+    EXPECT_TRUE(found) << name << "@@" << node << " is not exported";
+  }
+}
+
+TEST(ExportedAbi, CompatVersionsAreLeftToTheRealLibrary) {
+  for (const auto& [name, symbol] : defined_symbols(SOFTVERBS_PROVIDER_LIBRARY))
+    EXPECT_TRUE(symbol.is_default) << name << "@" << symbol.node << " is a compat duplicate";
+}
+
+TEST(ExportedAbi, NothingElseIsExported) {
+  const auto expected = expected_exports();
+  for (const auto& [name, symbol] : defined_symbols(SOFTVERBS_PROVIDER_LIBRARY)) {
+    auto it = expected.find(name);
+    EXPECT_TRUE(it != expected.end() && it->second == symbol.node)
+        << name << "@" << symbol.node << " is exported but is not libibverbs' public ABI";
+  }
+}
+
+}  // namespace

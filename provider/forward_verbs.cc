@@ -1,0 +1,74 @@
+// Functions that touch no device object: always the real library's.
+#include "provider/exports.h"
+#include "provider/real_library.h"
+
+SOFTVERBS_EXPORT const char* ibv_get_sysfs_path(void) {
+  SOFTVERBS_FORWARD("/sys", ibv_get_sysfs_path);
+}
+
+SOFTVERBS_EXPORT int ibv_fork_init(void) { SOFTVERBS_FORWARD(ENOSYS, ibv_fork_init); }
+
+SOFTVERBS_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
+  SOFTVERBS_FORWARD(IBV_FORK_DISABLED, ibv_is_fork_initialized);
+}
+
+SOFTVERBS_EXPORT int ibv_dontfork_range(void* base, size_t size) {
+  SOFTVERBS_FORWARD(ENOSYS, ibv_dontfork_range, base, size);
+}
+
+SOFTVERBS_EXPORT int ibv_dofork_range(void* base, size_t size) {
+  SOFTVERBS_FORWARD(ENOSYS, ibv_dofork_range, base, size);
+}
+
+// A context shared through a uverbs command fd is always a kernel one.
+SOFTVERBS_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  SOFTVERBS_FORWARD(nullptr, ibv_import_device, cmd_fd);
+}
+
+SOFTVERBS_EXPORT const char* ibv_node_type_str(ibv_node_type node_type) {
+  SOFTVERBS_FORWARD("unknown", ibv_node_type_str, node_type);
+}
+
+SOFTVERBS_EXPORT const char* ibv_port_state_str(ibv_port_state port_state) {
+  SOFTVERBS_FORWARD("unknown", ibv_port_state_str, port_state);
+}
+
+SOFTVERBS_EXPORT const char* ibv_event_type_str(ibv_event_type event) {
+  SOFTVERBS_FORWARD("unknown", ibv_event_type_str, event);
+}
+
+SOFTVERBS_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) {
+  SOFTVERBS_FORWARD("unknown", ibv_wc_status_str, status);
+}
+
+SOFTVERBS_EXPORT int ibv_rate_to_mult(ibv_rate rate) {
+  SOFTVERBS_FORWARD(-1, ibv_rate_to_mult, rate);
+}
+
+SOFTVERBS_EXPORT ibv_rate mult_to_ibv_rate(int mult) {
+  SOFTVERBS_FORWARD(IBV_RATE_MAX, mult_to_ibv_rate, mult);
+}
+
+SOFTVERBS_EXPORT int ibv_rate_to_mbps(ibv_rate rate) {
+  SOFTVERBS_FORWARD(-1, ibv_rate_to_mbps, rate);
+}
+
+SOFTVERBS_EXPORT ibv_rate mbps_to_ibv_rate(int mbps) {
+  SOFTVERBS_FORWARD(IBV_RATE_MAX, mbps_to_ibv_rate, mbps);
+}
+
+SOFTVERBS_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
+  SOFTVERBS_FORWARD_VOID(ibv_copy_qp_attr_from_kern, dst, src);
+}
+
+SOFTVERBS_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_attr* src) {
+  SOFTVERBS_FORWARD_VOID(ibv_copy_ah_attr_from_kern, dst, src);
+}
+
+SOFTVERBS_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
+  SOFTVERBS_FORWARD_VOID(ibv_copy_path_rec_from_kern, dst, src);
+}
+
+SOFTVERBS_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
+  SOFTVERBS_FORWARD_VOID(ibv_copy_path_rec_to_kern, dst, src);
+}

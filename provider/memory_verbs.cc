@@ -1,0 +1,227 @@
+// Protection domains and memory regions.
+#include <new>
+
+#include "provider/exports.h"
+#include "provider/real_library.h"
+#include "provider/soft_context.h"
+#include "provider/translate.h"
+
+namespace softverbs::provider {
+namespace {
+
+ibv_mr* register_soft_mr(SoftContext& context, ibv_pd* pd, void* addr, size_t length,
+                         uint64_t iova, unsigned int ibv_access) {
+  uint32_t access = 0;
+  if (Errno err = mr_access_from_ibv(ibv_access, access)) {
+    errno = err;
+    return nullptr;
+  }
+  // The emulator addresses an MR by its virtual address only; an MR seen at
+  // another base (iova != addr) would need a translation it does not have.
+  if (iova != reinterpret_cast<uintptr_t>(addr)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return errno_on_exception(
+      [&]() -> ibv_mr* {
+        std::unique_ptr<SoftMr> mr(new SoftMr{});
+        Errno err = 0;
+        mr->mr = context.hca->register_mr(*soft_of<SoftPd>(pd)->pd,
+                                          reinterpret_cast<uintptr_t>(addr), length,
+                                          access, err);
+        if (!mr->mr) {
+          errno = err ? err : ENOMEM;
+          return nullptr;
+        }
+        ibv_mr& ibv = mr->ibv;
+        ibv.context = context.ibv();
+        ibv.pd = pd;
+        ibv.addr = addr;
+        ibv.length = length;
+        ibv.handle = mr->mr->lkey();
+        ibv.lkey = mr->mr->lkey();
+        ibv.rkey = mr->mr->rkey();
+        std::lock_guard lock(context.objects.mutex);
+        context.objects.mrs.insert(mr.get());
+        return &mr.release()->ibv;
+      },
+      static_cast<ibv_mr*>(nullptr));
+}
+
+ibv_mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                    unsigned int access) {
+  SoftContext* context = soft_context(pd->context);
+  return register_soft_mr(*context, pd, addr, length, iova, access);
+}
+
+}  // namespace
+
+void destroy_soft_mr(SoftContext& context, SoftMr* mr) {
+  {
+    std::lock_guard lock(context.objects.mutex);
+    context.objects.mrs.erase(mr);
+  }
+  delete mr;
+}
+
+void destroy_soft_pd(SoftContext& context, SoftPd* pd) {
+  {
+    std::lock_guard lock(context.objects.mutex);
+    context.objects.pds.erase(pd);
+  }
+  delete pd;
+}
+
+}  // namespace softverbs::provider
+
+using namespace softverbs;
+using namespace softverbs::provider;
+
+SOFTVERBS_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  if (!context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  SoftContext* soft = soft_context(context);
+  if (!soft) SOFTVERBS_FORWARD(nullptr, ibv_alloc_pd, context);
+  return errno_on_exception(
+      [&]() -> ibv_pd* {
+        std::unique_ptr<SoftPd> pd(new SoftPd{});
+        Errno err = 0;
+        pd->pd = soft->hca->alloc_pd(err);
+        if (!pd->pd) {
+          errno = err ? err : ENOMEM;
+          return nullptr;
+        }
+        pd->ibv.context = context;
+        pd->ibv.handle = pd->pd->handle();
+        std::lock_guard lock(soft->objects.mutex);
+        soft->objects.pds.insert(pd.get());
+        return &pd.release()->ibv;
+      },
+      static_cast<ibv_pd*>(nullptr));
+}
+
+SOFTVERBS_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  if (!pd) return EINVAL;
+  SoftContext* context = soft_context(pd->context);
+  if (!context) SOFTVERBS_FORWARD(ENOSYS, ibv_dealloc_pd, pd);
+  SoftPd* soft = soft_of<SoftPd>(pd);
+  // MRs and QPs still on it: ibv_dealloc_pd(3) fails and the PD stays.
+  if (soft->pd->users.load() != 0) return EBUSY;
+  destroy_soft_pd(*context, soft);
+  return 0;
+}
+
+SOFTVERBS_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  if (!pd) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!is_soft(pd->context)) SOFTVERBS_FORWARD(nullptr, ibv_reg_mr, pd, addr, length, access);
+  return register_mr(pd, addr, length, reinterpret_cast<uintptr_t>(addr),
+                     static_cast<unsigned int>(access));
+}
+
+SOFTVERBS_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length,
+                                         uint64_t iova, int access) {
+  if (!pd) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!is_soft(pd->context))
+    SOFTVERBS_FORWARD(nullptr, ibv_reg_mr_iova, pd, addr, length, iova, access);
+  return register_mr(pd, addr, length, iova, static_cast<unsigned int>(access));
+}
+
+SOFTVERBS_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length,
+                                          uint64_t iova, unsigned int access) {
+  if (!pd) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!is_soft(pd->context))
+    SOFTVERBS_FORWARD(nullptr, ibv_reg_mr_iova2, pd, addr, length, iova, access);
+  return register_mr(pd, addr, length, iova, access);
+}
+
+SOFTVERBS_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length,
+                                           uint64_t iova, int fd, int access) {
+  if (!pd) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!is_soft(pd->context))
+    SOFTVERBS_FORWARD(nullptr, ibv_reg_dmabuf_mr, pd, offset, length, iova, fd, access);
+  errno = EOPNOTSUPP;  // no device memory behind a soft HCA
+  return nullptr;
+}
+
+SOFTVERBS_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+  if (!mr) return EINVAL;
+  SoftContext* context = soft_context(mr->context);
+  if (!context) SOFTVERBS_FORWARD(ENOSYS, ibv_dereg_mr, mr);
+  destroy_soft_mr(*context, soft_of<SoftMr>(mr));
+  return 0;
+}
+
+SOFTVERBS_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr,
+                                  size_t length, int access) {
+  if (!mr) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (!is_soft(mr->context))
+    SOFTVERBS_FORWARD(IBV_REREG_MR_ERR_INPUT, ibv_rereg_mr, mr, flags, pd, addr, length,
+                      access);
+  // Not supported yet. IBV_REREG_MR_ERR_INPUT tells the caller the old MR is
+  // still valid, which it is; errno says why.
+  errno = EOPNOTSUPP;
+  return IBV_REREG_MR_ERR_INPUT;
+}
+
+SOFTVERBS_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  if (!context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!is_soft(context)) SOFTVERBS_FORWARD(nullptr, ibv_import_pd, context, pd_handle);
+  errno = EOPNOTSUPP;  // soft objects cannot be shared between processes
+  return nullptr;
+}
+
+SOFTVERBS_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
+  // A soft PD can never have been imported; leave it alone.
+  if (!pd || is_soft(pd->context)) return;
+  SOFTVERBS_FORWARD_VOID(ibv_unimport_pd, pd);
+}
+
+SOFTVERBS_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  if (!pd) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!is_soft(pd->context)) SOFTVERBS_FORWARD(nullptr, ibv_import_mr, pd, mr_handle);
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+SOFTVERBS_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
+  if (!mr || is_soft(mr->context)) return;
+  SOFTVERBS_FORWARD_VOID(ibv_unimport_mr, mr);
+}
+
+SOFTVERBS_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+  if (!context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!is_soft(context)) SOFTVERBS_FORWARD(nullptr, ibv_import_dm, context, dm_handle);
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+SOFTVERBS_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
+  if (!dm || is_soft(dm->context)) return;
+  SOFTVERBS_FORWARD_VOID(ibv_unimport_dm, dm);
+}

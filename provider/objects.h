@@ -1,0 +1,80 @@
+// The soft objects behind the verbs ABI's structs, and how to recognise them.
+//
+// Each wrapper embeds its ibv_* struct first, so the pointer handed to the
+// application converts back to the wrapper with a cast. An object is soft
+// when its context is soft; a context is soft when its device is one of the
+// soft ibv_device structs (a pointer range check, see device_list.h).
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "emulator/device_config.h"
+#include "emulator/hca.h"
+
+namespace softverbs::provider {
+
+struct SoftContext;
+
+struct SoftDevice {
+  ibv_device ibv;
+  DeviceDescription description;
+};
+
+struct SoftPd {
+  ibv_pd ibv;
+  std::unique_ptr<Pd> pd;
+};
+
+struct SoftMr {
+  ibv_mr ibv;
+  std::unique_ptr<Mr> mr;
+};
+
+struct SoftCompChannel;
+
+struct SoftCq {
+  ibv_cq ibv;
+  std::unique_ptr<Cq> cq;
+  SoftCompChannel* channel = nullptr;
+  // Events handed out by ibv_get_cq_event / ibv_get_async_event. Incremented
+  // under the event queue's lock; destroy waits until the application has
+  // acknowledged as many (ibv.comp_events_completed, async_events_completed).
+  uint32_t comp_events_delivered = 0;
+  uint32_t async_events_delivered = 0;
+};
+
+struct SoftQp {
+  ibv_qp ibv;
+  std::unique_ptr<Qp> qp;
+  bool sq_sig_all = false;
+  uint32_t async_events_delivered = 0;  // see SoftCq; acked in ibv.events_completed
+};
+
+bool is_soft_device(const ibv_device* device);
+SoftDevice* soft_device(ibv_device* device);  // nullptr when not soft
+
+// nullptr when `context` is null or not soft.
+SoftContext* soft_context(ibv_context* context);
+
+inline bool is_soft(const ibv_context* context) {
+  return context && is_soft_device(context->device);
+}
+
+// The wrapper of an ibv_* struct whose context is known to be soft.
+// The wrappers are not standard-layout (they own C++ objects), but GCC lays
+// the first member at offset 0 all the same; the assertion holds it to that.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+template <class Soft, class Ibv>
+Soft* soft_of(Ibv* object) {
+  static_assert(offsetof(Soft, ibv) == 0, "the ibv struct comes first");
+  return reinterpret_cast<Soft*>(object);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace softverbs::provider

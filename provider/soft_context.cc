@@ -1,0 +1,100 @@
+#include "provider/soft_context.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <new>
+#include <vector>
+
+
+namespace softverbs::provider {
+namespace {
+
+void set_ops(verbs_context& vctx) {
+  ibv_context_ops& ops = vctx.context.ops;
+  ops.poll_cq = soft_poll_cq;
+  ops.req_notify_cq = soft_req_notify_cq;
+  ops.post_send = soft_post_send;
+  ops.post_recv = soft_post_recv;
+  ops.post_srq_recv = soft_post_srq_recv;
+  ops.alloc_mw = soft_alloc_mw;
+  ops.bind_mw = soft_bind_mw;
+  ops.dealloc_mw = soft_dealloc_mw;
+  // Everything else stays NULL, so the inline verbs that look for an op
+  // (ibv_create_cq_ex, ibv_open_xrcd, ibv_create_flow, ...) fail with
+  // EOPNOTSUPP instead of pretending.
+  vctx.query_port = soft_query_port;
+  vctx.query_device_ex = soft_query_device_ex;
+}
+
+}  // namespace
+
+SoftContext* open_soft_context(SoftDevice& device, Errno& err) {
+  std::unique_ptr<SoftContext> context(new (std::nothrow) SoftContext);
+  if (!context) {
+    err = ENOMEM;
+    return nullptr;
+  }
+  context->device = &device;
+  context->hca = Hca::open(device.description.index, err);
+  if (!context->hca) return nullptr;
+  if ((err = context->async_events.open())) return nullptr;
+
+  verbs_context& vctx = context->vctx;
+  vctx.sz = sizeof(verbs_context);
+  set_ops(vctx);
+  ibv_context& ibv = vctx.context;
+  ibv.device = &device.ibv;
+  ibv.async_fd = context->async_events.fd();
+  // cmd_fd is where a kernel provider talks to uverbs. A soft context has no
+  // such channel, but programs poll, fcntl or close-on-exec it, so it gets a
+  // valid fd of its own: an eventfd that never becomes readable. (A dup of
+  // async_fd would wake such pollers on async events.)
+  ibv.cmd_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (ibv.cmd_fd < 0) {
+    err = errno;
+    return nullptr;
+  }
+  ibv.num_comp_vectors = 1;
+  pthread_mutex_init(&ibv.mutex, nullptr);
+  ibv.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  context->hca->set_async_event_sink(&context->async_events);
+  err = 0;
+  return context.release();
+}
+
+void close_soft_context(SoftContext* context) {
+  // Snapshot first: the destroyers take objects.mutex themselves.
+  std::vector<SoftQp*> qps;
+  std::vector<SoftMr*> mrs;
+  std::vector<SoftCq*> cqs;
+  std::vector<SoftPd*> pds;
+  {
+    std::lock_guard lock(context->objects.mutex);
+    for (auto& [key, qp] : context->objects.qps) qps.push_back(qp);
+    for (SoftMr* mr : context->objects.mrs) mrs.push_back(mr);
+    for (auto& [key, cq] : context->objects.cqs) cqs.push_back(cq);
+    for (SoftPd* pd : context->objects.pds) pds.push_back(pd);
+  }
+  for (SoftQp* qp : qps) destroy_soft_qp(*context, qp, false);
+  for (SoftMr* mr : mrs) destroy_soft_mr(*context, mr);
+  for (SoftCq* cq : cqs) destroy_soft_cq(*context, cq, false);
+  for (SoftPd* pd : pds) destroy_soft_pd(*context, pd);
+
+  context->hca->set_async_event_sink(nullptr);
+  context->hca.reset();
+  ::close(context->vctx.context.cmd_fd);
+  pthread_mutex_destroy(&context->vctx.context.mutex);
+  delete context;  // closes async_fd
+}
+
+SoftContext* soft_context(ibv_context* context) {
+  if (!is_soft(context)) return nullptr;
+  // open code container_of: ibv_context is the last member of verbs_context,
+  // which is the first member of SoftContext.
+  auto* vctx = reinterpret_cast<verbs_context*>(
+      reinterpret_cast<char*>(context) - offsetof(verbs_context, context));
+  return reinterpret_cast<SoftContext*>(vctx);
+}
+
+}  // namespace softverbs::provider

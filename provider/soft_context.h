@@ -1,0 +1,61 @@
+// An open soft device: a struct verbs_context laid out exactly as verbs.h
+// defines it, so the inline verbs (ibv_post_send, ibv_poll_cq,
+// ibv_query_port, ibv_query_device_ex, ...) dispatch through its ops, plus
+// the soft HCA and the context's bookkeeping.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <memory>
+
+#include "emulator/hca.h"
+#include "provider/async_events.h"
+#include "provider/objects.h"
+
+namespace softverbs::provider {
+
+struct SoftContext {
+  // First, so that ibv_context (the last member of verbs_context) converts
+  // back to SoftContext at a fixed offset.
+  verbs_context vctx{};
+  SoftDevice* device = nullptr;
+  std::unique_ptr<Hca> hca;
+  ContextObjects objects;
+  AsyncEventQueue async_events{objects};  // owns async_fd
+
+  ibv_context* ibv() { return &vctx.context; }
+};
+
+// Opens the soft HCA of `device`; nullptr with `err` set on failure.
+SoftContext* open_soft_context(SoftDevice& device, Errno& err);
+// Destroys whatever objects the application left behind (QPs, MRs, CQs, PDs,
+// as the kernel does when a verbs file is closed), then the HCA.
+void close_soft_context(SoftContext* context);
+
+// Teardown shared by the destroy verbs and close_soft_context. The caller
+// has checked that nothing still uses the object. With `wait_for_acks`, the
+// call blocks until the application has acknowledged every event it got for
+// the object (ibv_destroy_cq(3), ibv_get_async_event(3)).
+void destroy_soft_qp(SoftContext& context, SoftQp* qp, bool wait_for_acks);
+void destroy_soft_cq(SoftContext& context, SoftCq* cq, bool wait_for_acks);
+void destroy_soft_mr(SoftContext& context, SoftMr* mr);
+void destroy_soft_pd(SoftContext& context, SoftPd* pd);
+
+// The ops the inline verbs reach through the context (fast path: no
+// allocation, no locks of the provider's own).
+int soft_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int soft_req_notify_cq(ibv_cq* cq, int solicited_only);
+int soft_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int soft_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int soft_query_port(ibv_context* context, uint8_t port_num,
+                    ibv_port_attr* port_attr, size_t port_attr_len);
+int soft_query_device_ex(ibv_context* context,
+                         const ibv_query_device_ex_input* input,
+                         ibv_device_attr_ex* attr, size_t attr_size);
+// Not supported yet: honest failures.
+int soft_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+ibv_mw* soft_alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int soft_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
+int soft_dealloc_mw(ibv_mw* mw);
+
+}  // namespace softverbs::provider
