@@ -47,7 +47,7 @@ void QpImpl::arm_retransmit_timer() {
 
 void QpImpl::complete_send(SendWqe& w, WcStatus status) {
   if (w.done) return;
-  if (w.opcode == WrOpcode::kRdmaRead && w.started && reads_outstanding) --reads_outstanding;
+  if (is_rd_atomic(w) && w.started && reads_outstanding) --reads_outstanding;
   w.done = true;
   w.status = status;
 }
@@ -94,7 +94,7 @@ void acknowledge_before(QpImpl& qp, uint32_t psn) {
   for (uint64_t n = qp.sq_head; n != qp.sq_tail; ++n) {
     SendWqe& w = qp.sq_at(n);
     if (w.done) continue;
-    if (!w.started || w.opcode == WrOpcode::kRdmaRead) break;
+    if (!w.started || qp.is_rd_atomic(w)) break;
     if (packet::psn_diff(w.last_psn, psn) >= 0) break;
     qp.complete_send(w, WcStatus::kSuccess);
   }
@@ -116,8 +116,36 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   const uint32_t psn = h.bth.psn;
   // Responses for PSNs never sent, or older than anything outstanding, are
   // stale duplicates (IBTA 9.7.5.1.x): ignore them.
-  if (packet::psn_diff(psn, npsn) >= 0 || packet::psn_diff(psn, una_psn) < 0) return;
+  if (packet::psn_diff(psn, npsn) >= 0 || packet::psn_diff(psn, una_psn) < 0) {
+    ++counters.stale_responses;
+    return;
+  }
+  ++counters.packets_received;
   const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(h.bth.opcode));
+
+  if (info.operation == packet::Operation::kAtomicAcknowledge) {
+    acknowledge_before(*this, psn);
+    for (uint64_t n = sq_head; n != sq_tail; ++n) {
+      SendWqe& w = sq_at(n);
+      if (w.done) continue;
+      if (!w.started || w.first_psn != psn ||
+          (w.opcode != WrOpcode::kAtomicCmpSwp && w.opcode != WrOpcode::kAtomicFetchAdd)) {
+        ++counters.stale_responses;
+        return;
+      }
+      const uint64_t orig = h.atomic_ack_eth.orig_data;
+      WcStatus st = scatter(sq_sges_at(n), w.num_sge, 0,
+                            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&orig),
+                                                     sizeof(orig)));
+      complete_send(w, st);
+      advance_una(*this, packet::psn_add(psn, 1));
+      retire_completed();
+      if (st != WcStatus::kSuccess) return enter_error();
+      requester_run();
+      return;
+    }
+    return;
+  }
 
   if (info.operation == packet::Operation::kReadResponse) {
     acknowledge_before(*this, psn);
@@ -169,6 +197,7 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
       requester_run();
       return;
     case aeth::Kind::kRnrNak:
+      ++counters.rnr_naks_received;
       acknowledge_before(*this, psn);
       advance_una(*this, psn);
       retire_completed();
@@ -187,6 +216,7 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
       advance_una(*this, psn);
       retire_completed();
       if (aeth::value(h.aeth.syndrome) == aeth::kNakPsnSequenceError) {
+        ++counters.sequence_naks_received;
         if (retries_left == 0) return fail_send(WcStatus::kRetryExcErr);
         --retries_left;
         rewind_to(psn);
@@ -207,6 +237,7 @@ void QpImpl::on_timer(uint64_t now_ns) {
   if (retransmit_deadline_ns && now_ns >= retransmit_deadline_ns) {
     retransmit_deadline_ns = 0;
     if (una_psn != npsn) {
+      ++counters.retransmit_timeouts;
       if (retries_left == 0) {
         fail_send(WcStatus::kRetryExcErr);
       } else {

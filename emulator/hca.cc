@@ -19,7 +19,7 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   a.vendor_id = 0x5356;  // "SV": no IEEE OUI is claimed
   a.vendor_part_id = 1;
   a.hw_ver = 1;
-  a.atomic_cap = AtomicCapability::kNone;  // atomics are not implemented yet
+  a.atomic_cap = AtomicCapability::kHca;  // atomic among this HCA's atomics
   a.max_qp_rd_atom = kMaxRdAtomic;
   a.max_qp_init_rd_atom = kMaxRdAtomic;
   a.max_res_rd_atom = kMaxRdAtomic * kMaxQp;
@@ -100,6 +100,13 @@ Errno Hca::query_pkey(uint8_t port, uint32_t index, uint16_t& out) const {
   if (port != 1 || index >= kPkeyTableLen) return EINVAL;
   out = kDefaultPkey;
   return 0;
+}
+
+QpCounters Hca::counters() const {
+  std::lock_guard lock(impl_->engine->mutex());
+  QpCounters total = impl_->destroyed_qp_counters;
+  for (const QpImpl* qp : impl_->qps) total += qp->counters;
+  return total;
 }
 
 void Hca::set_async_event_sink(AsyncEventSink* sink) {
@@ -213,8 +220,8 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
     err = EINVAL;
     return nullptr;
   }
-  if (init.type != QpType::kRc) {
-    err = EOPNOTSUPP;  // UC and UD come with the reliability work
+  if (init.type == QpType::kUd) {
+    err = EOPNOTSUPP;  // UD needs address handles: not implemented yet
     return nullptr;
   }
   auto impl = std::make_unique<QpImpl>();
@@ -246,6 +253,7 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
     return nullptr;
   }
   impl->qpn = qpn;
+  impl_->qps.insert(impl.get());
   pd.users.fetch_add(1);
   init.send_cq->users.fetch_add(1);
   init.recv_cq->users.fetch_add(1);
@@ -258,6 +266,8 @@ Qp::Qp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this
 Qp::~Qp() {
   std::lock_guard lock(impl_->engine->mutex());
   impl_->engine->remove_qp(impl_->device_index, impl_->qpn);
+  impl_->hca->impl().qps.erase(impl_.get());
+  impl_->hca->impl().destroyed_qp_counters += impl_->counters;
   impl_->pd->users.fetch_sub(1);
   impl_->send_cq->users.fetch_sub(1);
   impl_->recv_cq->users.fetch_sub(1);
@@ -282,6 +292,11 @@ Errno Qp::query(QpAttributes& out) const {
   out.cur_state = impl_->attr.state;
   out.sq_draining = impl_->attr.state == QpState::kSqd && impl_->sq_head != impl_->sq_tail;
   return 0;
+}
+
+QpCounters Qp::counters() const {
+  std::lock_guard lock(impl_->engine->mutex());
+  return impl_->counters;
 }
 
 Errno Qp::post_send(const SendRequest& wr) {

@@ -16,6 +16,7 @@
 #include <span>
 
 #include "emulator/attributes.h"
+#include "emulator/qp_counters.h"
 #include "emulator/types.h"
 
 namespace softverbs {
@@ -64,6 +65,8 @@ class Hca {
   Errno query_pkey(uint8_t port, uint32_t index, uint16_t& out) const;  // EINVAL
 
   void set_async_event_sink(AsyncEventSink* sink);
+  // Protocol counters summed over every QP this HCA has had.
+  QpCounters counters() const;
 
   std::unique_ptr<Pd> alloc_pd(Errno& err);
   // EINVAL on a bad access combination (remote write/atomic without local
@@ -161,6 +164,7 @@ class Qp {
   // attributes for the QP's type: EINVAL (nothing changed) when illegal.
   Errno modify(const QpAttributes& attr, uint32_t mask);
   Errno query(QpAttributes& out) const;
+  QpCounters counters() const;
   // Posts one send WR. EINVAL for an opcode the QP type does not allow or a
   // bad SGE count / inline size, ENOMEM when the SQ is full, EINVAL when the
   // QP's state does not accept sends (RESET, INIT, RTR).

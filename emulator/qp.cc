@@ -1,4 +1,5 @@
 // Modify QP, posting, and the transitions' side effects.
+#include <algorithm>
 #include <cerrno>
 
 #include "emulator/qp_impl.h"
@@ -74,8 +75,7 @@ bool sends_allowed(QpState s) {
 
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
-    case QpType::kRc: return op != WrOpcode::kAtomicCmpSwp && op != WrOpcode::kAtomicFetchAdd &&
-                             op != WrOpcode::kSendWithInv;  // not implemented yet
+    case QpType::kRc: return op != WrOpcode::kSendWithInv;  // needs memory windows
     case QpType::kUc: return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
                              op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm;
     case QpType::kUd: return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm;
@@ -123,10 +123,11 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t mask) {
     case QpState::kErr: enter_error(); break;
     case QpState::kRtr:
       epsn = attr.rq_psn;
+      atomic_results.assign(std::max<uint32_t>(attr.max_dest_rd_atomic, 1), AtomicResult{});
       break;
     case QpState::kRts:
       if (cur == QpState::kRtr) {
-        npsn = una_psn = attr.sq_psn;
+        npsn = una_psn = psn_high = attr.sq_psn;
         retries_left = attr.retry_cnt;
         rnr_retries_left = attr.rnr_retry;
       }
@@ -170,6 +171,8 @@ Errno QpImpl::post_send(const SendRequest& wr) {
   w.imm_data = wr.imm_data;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
   w.length = length;
   if (is_inline) {
     w.inline_len = static_cast<uint32_t>(length);
@@ -179,8 +182,9 @@ Errno QpImpl::post_send(const SendRequest& wr) {
     std::copy(wr.sges.begin(), wr.sges.end(), sq_sges_at(sq_tail));
   }
   ++sq_tail;
-  if (attr.state == QpState::kErr) {
-    // IBTA 10.3.1.x: WRs posted in ERR complete at once, flushed.
+  if (attr.state == QpState::kErr || attr.state == QpState::kSqe) {
+    // IBTA 10.3.1.x: WRs posted in ERR (or to a UC send queue in SQE)
+    // complete at once, flushed.
     w.started = true;
     complete_send(w, WcStatus::kWrFlushErr);
     retire_completed();
@@ -238,6 +242,16 @@ void QpImpl::enter_error() {
   recv_in_progress = write_in_progress = false;
 }
 
+void QpImpl::enter_send_queue_error() {
+  attr.state = QpState::kSqe;
+  for (uint64_t n = sq_head; n != sq_tail; ++n) {
+    SendWqe& w = sq_at(n);
+    if (!w.done) complete_send(w, WcStatus::kWrFlushErr);
+  }
+  retire_completed();
+  sq_next = sq_tail;
+}
+
 void QpImpl::reset() {
   retransmit_deadline_ns = rnr_deadline_ns = 0;
   engine->unwatch_timer(this);
@@ -245,7 +259,9 @@ void QpImpl::reset() {
   rq_head = rq_tail = 0;
   send_offset = 0;
   reads_outstanding = 0;
-  npsn = una_psn = epsn = msn = 0;
+  npsn = una_psn = psn_high = epsn = msn = 0;
+  uc_dropping = false;
+  for (auto& r : atomic_results) r = AtomicResult{};
   nak_sent = recv_in_progress = write_in_progress = comm_established = false;
   peer_routable = false;
   const QpCapabilities keep_cap = attr.cap;

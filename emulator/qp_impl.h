@@ -14,6 +14,7 @@
 #include "emulator/cq_impl.h"
 #include "emulator/hca_impl.h"
 #include "emulator/packet/codec.h"
+#include "emulator/qp_counters.h"
 
 namespace softverbs {
 
@@ -24,6 +25,8 @@ struct SendWqe {
   uint32_t imm_data = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
   uint32_t num_sge = 0;
   uint32_t inline_len = 0;
   uint64_t length = 0;
@@ -73,6 +76,7 @@ struct QpImpl {
   uint64_t send_offset = 0;  // bytes of sq[sq_next] already sent
   uint32_t npsn = 0;      // next PSN to send
   uint32_t una_psn = 0;   // oldest PSN not acknowledged
+  uint32_t psn_high = 0;  // one past the highest PSN ever sent
   uint32_t reads_outstanding = 0;
 
   // Receive queue.
@@ -93,6 +97,18 @@ struct QpImpl {
   uint32_t write_rkey = 0;
   uint64_t write_length = 0;  // the RETH's DMA length of the current WRITE
   bool comm_established = false;
+  bool uc_dropping = false;  // UC: a packet was lost; skip to the next message
+  // Results of executed atomics by PSN, so a duplicate is answered without
+  // executing twice (IBTA 9.7.5.3.2). max_dest_rd_atomic entries.
+  struct AtomicResult {
+    uint32_t psn = 0;
+    uint64_t orig = 0;
+    bool valid = false;
+  };
+  std::vector<AtomicResult> atomic_results;
+  uint32_t next_atomic_slot = 0;
+
+  QpCounters counters;
 
   // Completer timers.
   uint64_t retransmit_deadline_ns = 0;  // 0: not armed
@@ -114,6 +130,10 @@ struct QpImpl {
   RecvWqe& rq_at(uint64_t n) { return rq[n % rq.size()]; }
   Sge* rq_sges_at(uint64_t n) { return &rq_sges[(n % rq.size()) * cap.max_recv_sge]; }
   uint32_t mtu() const { return mtu_bytes(attr.path_mtu); }
+  bool is_rd_atomic(const SendWqe& w) const {
+    return w.opcode == WrOpcode::kRdmaRead || w.opcode == WrOpcode::kAtomicCmpSwp ||
+           w.opcode == WrOpcode::kAtomicFetchAdd;
+  }
   bool can_send() const {
     return attr.state == QpState::kRts || attr.state == QpState::kSqd;
   }
@@ -127,6 +147,7 @@ struct QpImpl {
   Errno post_send(const SendRequest& wr);
   Errno post_recv(const RecvRequest& wr);
   void enter_error();        // to ERR: flush both queues
+  void enter_send_queue_error();  // to SQE (UC): flush the send queue only
   void reset();              // to RESET: forget everything
   void raise(AsyncEventType type);
 
@@ -138,6 +159,8 @@ struct QpImpl {
   // ---- responder (responder.cc)
   void receive(const packet::DecodedPacket& pkt);
   void send_ack(uint32_t psn, uint8_t syndrome);
+  void receive_uc(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info);
+  void execute_atomic(const packet::Headers& h, const packet::OpcodeInfo& info);
 
   // ---- completer (completer.cc)
   void on_response(const packet::DecodedPacket& pkt);

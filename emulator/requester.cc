@@ -16,7 +16,7 @@ constexpr uint32_t kMaxPacketsInFlight = 1024;
 // moving (the responder acknowledges only where AckReq is set).
 constexpr uint32_t kAckRequestInterval = kMaxPacketsInFlight / 4;
 
-Opcode send_opcode(const SendWqe& w, bool first, bool last) {
+Opcode rc_send_opcode(const SendWqe& w, bool first, bool last) {
   const bool imm = w.opcode == WrOpcode::kSendWithImm;
   if (first && last) return imm ? Opcode::kRcSendOnlyImm : Opcode::kRcSendOnly;
   if (first) return Opcode::kRcSendFirst;
@@ -24,12 +24,21 @@ Opcode send_opcode(const SendWqe& w, bool first, bool last) {
   return imm ? Opcode::kRcSendLastImm : Opcode::kRcSendLast;
 }
 
-Opcode write_opcode(const SendWqe& w, bool first, bool last) {
+Opcode rc_write_opcode(const SendWqe& w, bool first, bool last) {
   const bool imm = w.opcode == WrOpcode::kRdmaWriteWithImm;
   if (first && last) return imm ? Opcode::kRcWriteOnlyImm : Opcode::kRcWriteOnly;
   if (first) return Opcode::kRcWriteFirst;
   if (!last) return Opcode::kRcWriteMiddle;
   return imm ? Opcode::kRcWriteLastImm : Opcode::kRcWriteLast;
+}
+
+// UC opcodes are the RC ones with the transport bits 001 (IBTA 9.2, table 35).
+constexpr uint8_t kUcTransportBits = 0x20;
+
+Opcode message_opcode(QpType type, const SendWqe& w, bool is_send, bool first, bool last) {
+  Opcode rc = is_send ? rc_send_opcode(w, first, last) : rc_write_opcode(w, first, last);
+  if (type == QpType::kRc) return rc;
+  return static_cast<Opcode>(static_cast<uint8_t>(rc) | kUcTransportBits);
 }
 
 }  // namespace
@@ -62,6 +71,7 @@ packet::Headers QpImpl::make_headers(Opcode opcode, uint32_t psn) const {
 }
 
 void QpImpl::transmit(const packet::Headers& h, std::span<const uint8_t> payload) {
+  ++counters.packets_sent;
   engine->transmit(peer_device_index, attr.dest_qp_num, h, payload);
 }
 
@@ -79,16 +89,46 @@ void QpImpl::requester_run() {
     }
     if (static_cast<uint32_t>(packet::psn_diff(npsn, una_psn)) >= kMaxPacketsInFlight) break;
     const bool is_read = w.opcode == WrOpcode::kRdmaRead;
+    const bool is_atomic = is_rd_atomic(w) && !is_read;
 
     if (send_offset == 0 && !w.started) {
-      // IBTA 10.8.3.3: a fenced WR waits for earlier READs to complete.
+      // IBTA 10.8.3.3: a fenced WR waits for earlier READs and atomics.
       if ((w.flags & kWrFence) && reads_outstanding) break;
-      if (is_read && reads_outstanding >= max_reads) break;
+      if ((is_read || is_atomic) && reads_outstanding >= max_reads) break;
+      if (is_atomic && w.length != sizeof(uint64_t)) {
+        // The original value needs exactly 8 bytes of local buffer.
+        complete_send(w, WcStatus::kLocLenErr);
+        enter_error();
+        return;
+      }
       w.started = true;
       w.first_psn = npsn;
-      w.last_psn = packet::psn_add(npsn, packets_of(w) - 1);
+      w.last_psn = is_atomic ? npsn : packet::psn_add(npsn, packets_of(w) - 1);
       w.next_response_psn = npsn;
-      if (is_read) ++reads_outstanding;
+      if (is_read || is_atomic) ++reads_outstanding;
+    }
+    // A PSN below the highest ever sent goes out again: a retransmission.
+    if (packet::psn_diff(npsn, psn_high) < 0) ++counters.retransmitted_packets;
+
+    if (is_atomic) {
+      packet::Headers h = make_headers(w.opcode == WrOpcode::kAtomicCmpSwp ? Opcode::kRcCompareSwap
+                                                                          : Opcode::kRcFetchAdd,
+                                       npsn);
+      h.bth.ack_req = true;
+      h.atomic_eth.va = w.remote_addr;
+      h.atomic_eth.rkey = w.rkey;
+      if (w.opcode == WrOpcode::kAtomicCmpSwp) {
+        h.atomic_eth.compare = w.compare_add;
+        h.atomic_eth.swap_add = w.swap;
+      } else {
+        h.atomic_eth.swap_add = w.compare_add;
+      }
+      transmit(h, {});
+      npsn = packet::psn_add(npsn, 1);
+      if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
+      ++sq_next;
+      arm_retransmit_timer();
+      continue;
     }
 
     if (is_read) {
@@ -101,6 +141,7 @@ void QpImpl::requester_run() {
       h.reth.dma_len = static_cast<uint32_t>(w.length - send_offset);
       transmit(h, {});
       npsn = packet::psn_add(w.last_psn, 1);
+      if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
       send_offset = 0;
       ++sq_next;
       arm_retransmit_timer();
@@ -119,17 +160,16 @@ void QpImpl::requester_run() {
       WcStatus st = gather(sq_sges_at(sq_next), w.num_sge, send_offset, payload);
       if (st != WcStatus::kSuccess) {
         // IBTA 10.7.3.1: a local protection/length error completes the WR
-        // in error and takes the QP to ERR.
+        // in error; an RC QP goes to ERR, a UC QP's send queue to SQE.
         complete_send(w, st);
+        if (type == QpType::kUc) return enter_send_queue_error();
         enter_error();
         raise(AsyncEventType::kQpFatal);
         return;
       }
     }
     const bool is_send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
-    packet::Headers h = make_headers(is_send ? send_opcode(w, first, last)
-                                             : write_opcode(w, first, last),
-                                     npsn);
+    packet::Headers h = make_headers(message_opcode(type, w, is_send, first, last), npsn);
     if (first && !is_send) {
       h.reth.va = w.remote_addr;
       h.reth.rkey = w.rkey;
@@ -143,12 +183,20 @@ void QpImpl::requester_run() {
                kAckRequestInterval - 1) {
       h.bth.ack_req = true;
     }
+    if (type == QpType::kUc) h.bth.ack_req = false;  // UC is never acknowledged
     transmit(h, payload);
     npsn = packet::psn_add(npsn, 1);
-    arm_retransmit_timer();
+    if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
+    if (type == QpType::kRc) arm_retransmit_timer();
     if (last) {
       send_offset = 0;
       ++sq_next;
+      if (type == QpType::kUc) {
+        // UC: the WR is done once its last packet is on the wire (IBTA 9.8.3).
+        complete_send(w, WcStatus::kSuccess);
+        una_psn = npsn;
+        retire_completed();
+      }
     } else {
       send_offset += chunk;
     }
@@ -165,7 +213,7 @@ void QpImpl::rewind_to(uint32_t psn) {
     for (uint64_t k = n + 1; k != sq_tail; ++k) {
       SendWqe& later = sq_at(k);
       if (!later.started || later.done) continue;
-      if (later.opcode == WrOpcode::kRdmaRead) --reads_outstanding;
+      if (is_rd_atomic(later)) --reads_outstanding;
       later.started = false;
     }
     sq_next = n;

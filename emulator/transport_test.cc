@@ -72,11 +72,13 @@ class Transport : public ::testing::Test {
     init.send_cq = e.send_cq.get();
     init.recv_cq = e.recv_cq.get();
     init.cap = {16, 16, max_sge, max_sge, 64};
+    init.type = qp_type_;
     e.qp = hca_->create_qp(*e.pd, init, err);
     EXPECT_TRUE(e.qp) << err;
     e.buffer.resize(bytes);
     e.mr = hca_->register_mr(*e.pd, reinterpret_cast<uint64_t>(e.buffer.data()), bytes,
-                             kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead, err);
+                             kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
+                                 kAccessRemoteAtomic, err);
     EXPECT_TRUE(e.mr) << err;
     return e;
   }
@@ -88,7 +90,8 @@ class Transport : public ::testing::Test {
       QpAttributes attr;
       attr.state = QpState::kInit;
       attr.port_num = 1;
-      attr.access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessLocalWrite;
+      attr.access_flags =
+          kAccessRemoteWrite | kAccessRemoteRead | kAccessLocalWrite | kAccessRemoteAtomic;
       ASSERT_EQ(self.qp->modify(attr, kQpAttrState | kQpAttrPort | kQpAttrPkeyIndex |
                                           kQpAttrAccessFlags), 0);
       attr.state = QpState::kRtr;
@@ -98,18 +101,20 @@ class Transport : public ::testing::Test {
       attr.rq_psn = rq_psn;
       attr.max_dest_rd_atomic = 4;
       attr.min_rnr_timer = min_rnr;
+      const uint32_t rc_only = kQpAttrMaxDestRdAtomic | kQpAttrMinRnrTimer;
       ASSERT_EQ(self.qp->modify(attr, kQpAttrState | kQpAttrAv | kQpAttrPathMtu |
                                           kQpAttrDestQpn | kQpAttrRqPsn |
-                                          kQpAttrMaxDestRdAtomic | kQpAttrMinRnrTimer), 0);
+                                          (qp_type_ == QpType::kRc ? rc_only : 0)), 0);
       attr.state = QpState::kRts;
       attr.sq_psn = sq_psn;
       attr.timeout = timeout;
       attr.retry_cnt = retry;
       attr.rnr_retry = rnr_retry;
       attr.max_rd_atomic = 4;
-      ASSERT_EQ(self.qp->modify(attr, kQpAttrState | kQpAttrSqPsn | kQpAttrTimeout |
-                                          kQpAttrRetryCnt | kQpAttrRnrRetry |
-                                          kQpAttrMaxQpRdAtomic), 0);
+      const uint32_t rc_rts = kQpAttrTimeout | kQpAttrRetryCnt | kQpAttrRnrRetry |
+                              kQpAttrMaxQpRdAtomic;
+      ASSERT_EQ(self.qp->modify(attr, kQpAttrState | kQpAttrSqPsn |
+                                          (qp_type_ == QpType::kRc ? rc_rts : 0)), 0);
     };
     bring_up(a, b, a_psn, b_psn);
     bring_up(b, a, b_psn, a_psn);
@@ -151,6 +156,7 @@ class Transport : public ::testing::Test {
     uint32_t psn;
     uint8_t syndrome;
   };
+  QpType qp_type_ = QpType::kRc;
   ManualClock clock_;
   LoopbackWire* wire_ = nullptr;
   std::unique_ptr<Engine> engine_;
@@ -456,6 +462,112 @@ TEST_F(Transport, ModifyToErrorFlushesInOrder) {
     EXPECT_EQ(c.wr_id, id);
     EXPECT_EQ(c.status, WcStatus::kWrFlushErr);
   }
+}
+
+// IBTA 9.4.5: compare-and-swap and fetch-and-add return the original value
+// into the requester's 8-byte buffer.
+TEST_F(Transport, AtomicsReturnTheOriginalValue) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0);
+  auto* target = reinterpret_cast<uint64_t*>(b.buffer.data() + 8);
+  *target = 100;
+  auto* result = reinterpret_cast<uint64_t*>(a.buffer.data());
+  Sge s{reinterpret_cast<uint64_t>(result), 8, a.mr->lkey()};
+  SendRequest faa;
+  faa.opcode = WrOpcode::kAtomicFetchAdd;
+  faa.flags = kWrSignaled;
+  faa.remote_addr = reinterpret_cast<uint64_t>(target);
+  faa.rkey = b.mr->rkey();
+  faa.compare_add = 5;
+  faa.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(faa), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.opcode, WcOpcode::kFetchAdd);
+  EXPECT_EQ(*result, 100u);
+  EXPECT_EQ(*target, 105u);
+  SendRequest cas = faa;
+  cas.opcode = WrOpcode::kAtomicCmpSwp;
+  cas.compare_add = 105;
+  cas.swap = 7;
+  ASSERT_EQ(a.qp->post_send(cas), 0);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.opcode, WcOpcode::kCompSwap);
+  EXPECT_EQ(*result, 105u);
+  EXPECT_EQ(*target, 7u);
+  cas.compare_add = 1;  // mismatch: memory unchanged, original returned
+  cas.swap = 99;
+  ASSERT_EQ(a.qp->post_send(cas), 0);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(*result, 7u);
+  EXPECT_EQ(*target, 7u);
+}
+
+// IBTA 9.7.5.3.2: a duplicate atomic is answered from the saved result and
+// never executed twice.
+TEST_F(Transport, LostAtomicAckIsReplayedNotReexecuted) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/12);
+  auto* target = reinterpret_cast<uint64_t*>(b.buffer.data());
+  *target = 40;
+  auto* result = reinterpret_cast<uint64_t*>(a.buffer.data() + 8);
+  drop_ = [](size_t, const packet::DecodedPacket& p) {
+    static int acks = 0;
+    return p.headers.bth.opcode == Opcode::kRcAtomicAcknowledge && ++acks == 1;
+  };
+  Sge s{reinterpret_cast<uint64_t>(result), 8, a.mr->lkey()};
+  SendRequest faa;
+  faa.opcode = WrOpcode::kAtomicFetchAdd;
+  faa.flags = kWrSignaled;
+  faa.remote_addr = reinterpret_cast<uint64_t>(target);
+  faa.rkey = b.mr->rkey();
+  faa.compare_add = 2;
+  faa.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(faa), 0);
+  run_until_idle();
+  advance((4096ull << 12) + 1000);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(*result, 40u);
+  EXPECT_EQ(*target, 42u) << "executed twice";
+  EXPECT_EQ(count_opcode(Opcode::kRcFetchAdd), 2u);
+  EXPECT_EQ(b.qp->counters().atomic_replays, 1u);
+  EXPECT_EQ(a.qp->counters().retransmit_timeouts, 1u);
+  EXPECT_EQ(a.qp->counters().retransmitted_packets, 1u);
+}
+
+// IBTA 9.8.3: UC loses a message with a lost packet silently, and the
+// receive WQE serves the next message.
+TEST_F(Transport, UcLostPacketDropsOnlyThatMessage) {
+  qp_type_ = QpType::kUc;
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  fill(a.buffer, 1);
+  Sge r{reinterpret_cast<uint64_t>(b.buffer.data()), 4096, b.mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({77, {&r, 1}}), 0);
+  drop_ = [](size_t index, const packet::DecodedPacket&) { return index == 2; };
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 1024, a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.flags = kWrSignaled;
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);  // 4 packets; the 2nd is lost
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));  // UC completes on sending
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  run_until_idle();
+  EXPECT_EQ(b.recv_cq->poll(std::span<Completion>(&c, 1)), 0);
+  Sge small{reinterpret_cast<uint64_t>(a.buffer.data()) + 7, 300, a.mr->lkey()};
+  wr.sges = {&small, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.wr_id, 77u);
+  EXPECT_EQ(c.byte_len, 300u);
+  EXPECT_TRUE(std::equal(a.buffer.begin() + 7, a.buffer.begin() + 307, b.buffer.begin()));
+  EXPECT_EQ(b.qp->counters().uc_messages_dropped, 1u);
+  EXPECT_EQ(count_opcode(Opcode::kRcAcknowledge), 0u) << "UC is never acknowledged";
 }
 
 TEST_F(Transport, IllegalTransitionChangesNothing) {

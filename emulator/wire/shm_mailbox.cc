@@ -152,9 +152,10 @@ void ShmMailbox::commit(const Reservation& reservation, std::span<const uint8_t>
   const uint64_t index = reservation.position & kSlotMask;
   uint64_t expected = reservation.position - index;
   // A compare-exchange, not a store: if the consumer gave this slot up
-  // because we stalled too long, the frame is lost but the slot stays its.
-  // Being sequentially consistent, it also orders the publication before the
-  // doorbell check below (the consumer does the mirror image).
+  // because we stalled too long, the frame is lost and the slot, already
+  // handed to the next lap, must not be touched. Being sequentially
+  // consistent, it also orders the publication before the doorbell check
+  // below (the consumer does the mirror image in wait()).
   sequence_word(slot).compare_exchange_strong(expected, reservation.position + 1 - index,
                                               std::memory_order_seq_cst);
   ring_doorbell();

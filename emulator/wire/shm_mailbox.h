@@ -100,7 +100,11 @@ class ShmMailbox {
   // Shows the oldest frame without removing it; false when none is ready.
   // The span stays valid until release_peeked(). A slot claimed but not
   // published for the stall limit is given up and skipped (its producer died
-  // mid-copy; otherwise the ring would be stuck for good).
+  // mid-copy; otherwise the ring would be stuck for good). A producer that
+  // was merely stopped that long (a debugger) loses its frame; should a whole
+  // lap of frames pass before it resumes copying, it may also spoil the
+  // frame that reused the slot: RC retransmits the one and the ICRC check
+  // rejects the other.
   bool peek(std::span<const uint8_t>& frame);
   void release_peeked();
 

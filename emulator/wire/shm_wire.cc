@@ -74,7 +74,8 @@ bool ShmWire::send(const WireAddress& dst, std::span<const uint8_t> frame) {
     count_unroutable(1);
     return false;
   }
-  if (peer->deferred.empty() && peer->mailbox->try_push(frame)) {
+  // Frames held for this process go first; then this one, if room is left.
+  if (flush_deferred_locked(*peer) && peer->mailbox->try_push(frame)) {
     bump(frames_sent_);
     return true;
   }
@@ -156,6 +157,18 @@ bool ShmWire::defer_locked(Peer& peer, std::span<const uint8_t> frame) {
   return true;
 }
 
+// Moves held frames into the peer's mailbox while it has room. True when
+// none is left held.
+bool ShmWire::flush_deferred_locked(Peer& peer) {
+  while (!peer.deferred.empty()) {
+    if (!peer.mailbox->try_push(peer.deferred.front())) return false;
+    peer.deferred.pop_front();
+    deferred_frames_.fetch_sub(1, std::memory_order_relaxed);
+    bump(frames_sent_);
+  }
+  return true;
+}
+
 void ShmWire::push_deferred() {
   std::lock_guard lock(send_mutex_);
   auto still_waiting = [this](uint32_t slot) {
@@ -164,13 +177,7 @@ void ShmWire::push_deferred() {
     // The slot may have a new owner since the frames were held; they were
     // for the old one (its mailbox is what we have mapped).
     if (!peer->mailbox || !confirm_alive_locked(*peer, /*force=*/false)) return false;
-    while (!peer->deferred.empty()) {
-      if (!peer->mailbox->try_push(peer->deferred.front())) return true;
-      peer->deferred.pop_front();
-      deferred_frames_.fetch_sub(1, std::memory_order_relaxed);
-      bump(frames_sent_);
-    }
-    return false;
+    return !flush_deferred_locked(*peer);
   };
   slots_with_deferred_.erase(
       std::remove_if(slots_with_deferred_.begin(), slots_with_deferred_.end(),

@@ -68,6 +68,7 @@ class ShmWire final : public Wire {
   bool confirm_alive_locked(Peer& peer, bool force);
   void forget_peer_locked(Peer& peer);
   bool defer_locked(Peer& peer, std::span<const uint8_t> frame);
+  bool flush_deferred_locked(Peer& peer);
   void push_deferred();
   void count_unroutable(uint64_t frames);
 

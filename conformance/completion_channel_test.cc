@@ -1,0 +1,167 @@
+// Completion channels and completion events: ibv_create_comp_channel(3),
+// ibv_req_notify_cq(3), ibv_get_cq_event(3), ibv_ack_cq_events(3). The IBTA
+// Request Completion Notification verb: an armed CQ generates one event for
+// its next completion (next solicited completion when armed with
+// solicited_only); an unarmed CQ generates none; arming is one-shot.
+#include <poll.h>
+
+#include <chrono>
+#include <vector>
+
+#include "conformance/device_fixture.h"
+#include "harness/testsupport/completion_polling.h"
+#include "harness/testsupport/registered_buffer.h"
+
+namespace softverbs::conformance {
+namespace {
+
+// How long to wait for an event that must come: a hang guard only.
+constexpr int kEventTimeoutMs = 10'000;
+// How long to give an event that must not come the chance to show up.
+constexpr int kNoEventGraceMs = 100;
+
+bool fd_readable(int fd, int timeout_ms) {
+  pollfd pfd{fd, POLLIN, 0};
+  return ::poll(&pfd, 1, timeout_ms) == 1 && (pfd.revents & POLLIN);
+}
+
+class CompletionChannel : public DeviceTest {
+ protected:
+  void SetUp() override {
+    DeviceTest::SetUp();
+    if (HasFatalFailure()) return;
+    pd_ = alloc_pd();
+    ASSERT_TRUE(pd_);
+    channel_.reset(ibv_create_comp_channel(context()));
+    ASSERT_TRUE(channel_) << describe_errno(errno);
+    send_cq_ = create_cq(16);
+    ASSERT_TRUE(send_cq_);
+    recv_cq_ = create_cq(16, channel_.get(), &cq_context_marker_);
+    ASSERT_TRUE(recv_cq_) << describe_errno(last_error_);
+    EXPECT_EQ(channel_.get(), recv_cq_->channel);
+    EXPECT_EQ(&cq_context_marker_, recv_cq_->cq_context);
+    sender_ = create_qp(pd_.get(), send_cq_.get(), send_cq_.get());
+    receiver_ = create_qp(pd_.get(), send_cq_.get(), recv_cq_.get());
+    ASSERT_TRUE(sender_ && receiver_) << describe_errno(last_error_);
+    ASSERT_EQ(0, connect_pair(sender_.get(), receiver_.get()));
+    ASSERT_EQ(0, buffer_.allocate(pd_.get(), 4096, IBV_ACCESS_LOCAL_WRITE));
+  }
+
+  void TearDown() override {
+    // ibv_destroy_cq waits until every event it handed out is acknowledged.
+    if (unacked_events_) ibv_ack_cq_events(recv_cq_.get(), unacked_events_);
+  }
+
+  // Sends one message to the receiver QP and waits for the sender's
+  // completion (not the receiver's: that one is what the test watches).
+  void send_message(bool solicited) {
+    ibv_sge recv_sge{buffer_.address() + 2048, 64, buffer_.lkey()};
+    ibv_recv_wr recv{};
+    recv.wr_id = ++messages_;
+    recv.sg_list = &recv_sge;
+    recv.num_sge = 1;
+    ibv_recv_wr* bad_recv = nullptr;
+    ASSERT_EQ(0, ibv_post_recv(receiver_.get(), &recv, &bad_recv));
+
+    ibv_sge send_sge{buffer_.address(), 64, buffer_.lkey()};
+    ibv_send_wr send{};
+    send.wr_id = messages_;
+    send.sg_list = &send_sge;
+    send.num_sge = 1;
+    send.opcode = IBV_WR_SEND;
+    send.send_flags = IBV_SEND_SIGNALED | (solicited ? IBV_SEND_SOLICITED : 0);
+    ibv_send_wr* bad_send = nullptr;
+    ASSERT_EQ(0, ibv_post_send(sender_.get(), &send, &bad_send));
+    std::vector<ibv_wc> wcs;
+    ASSERT_EQ(0, poll_completions(send_cq_.get(), 1, wcs));
+    ASSERT_EQ(IBV_WC_SUCCESS, wcs[0].status) << describe_completion(wcs[0]);
+  }
+
+  // Takes the receive completion of the last message off the CQ.
+  void expect_receive_completion() {
+    std::vector<ibv_wc> wcs;
+    ASSERT_EQ(0, poll_completions(recv_cq_.get(), 1, wcs));
+    EXPECT_EQ(IBV_WC_SUCCESS, wcs[0].status) << describe_completion(wcs[0]);
+    EXPECT_EQ(messages_, wcs[0].wr_id);
+  }
+
+  // Waits for the channel fd, then reads the event and acknowledges it.
+  void expect_event() {
+    ASSERT_TRUE(fd_readable(channel_->fd, kEventTimeoutMs)) << "no completion event";
+    ibv_cq* cq = nullptr;
+    void* cq_context = nullptr;
+    ASSERT_EQ(0, ibv_get_cq_event(channel_.get(), &cq, &cq_context));
+    ++unacked_events_;
+    EXPECT_EQ(recv_cq_.get(), cq);
+    EXPECT_EQ(&cq_context_marker_, cq_context);
+    ibv_ack_cq_events(recv_cq_.get(), 1);
+    --unacked_events_;
+  }
+
+  void expect_no_event() {
+    EXPECT_FALSE(fd_readable(channel_->fd, kNoEventGraceMs)) << "unexpected completion event";
+  }
+
+  int cq_context_marker_ = 0;
+  unsigned unacked_events_ = 0;
+  uint64_t messages_ = 0;
+  PdPtr pd_;
+  CompChannelPtr channel_;  // destroyed after the CQ that uses it
+  CqPtr send_cq_;
+  CqPtr recv_cq_;
+  QpPtr sender_;
+  QpPtr receiver_;
+  RegisteredBuffer buffer_;
+};
+
+// ibv_req_notify_cq(cq, 0) then a completion: the channel's fd becomes
+// readable and ibv_get_cq_event returns the CQ and its cq_context.
+TEST_F(CompletionChannel, ArmedCqMakesTheChannelFdReadableAndReportsCqAndContext) {
+  ASSERT_EQ(0, ibv_req_notify_cq(recv_cq_.get(), 0));
+  ASSERT_NO_FATAL_FAILURE(send_message(false));
+  ASSERT_NO_FATAL_FAILURE(expect_event());
+  expect_receive_completion();
+  // One arming, one completion: one event.
+  expect_no_event();
+}
+
+// Without ibv_req_notify_cq, a completion produces no event.
+TEST_F(CompletionChannel, UnarmedCqProducesNoEvent) {
+  ASSERT_NO_FATAL_FAILURE(send_message(false));
+  expect_receive_completion();
+  expect_no_event();
+}
+
+// An arming covers one event: the next completion after it needs a new
+// ibv_req_notify_cq; after re-arming, events come again.
+TEST_F(CompletionChannel, ArmingIsOneShot) {
+  ASSERT_EQ(0, ibv_req_notify_cq(recv_cq_.get(), 0));
+  ASSERT_NO_FATAL_FAILURE(send_message(false));
+  ASSERT_NO_FATAL_FAILURE(expect_event());
+  expect_receive_completion();
+
+  ASSERT_NO_FATAL_FAILURE(send_message(false));
+  expect_receive_completion();
+  expect_no_event();
+
+  ASSERT_EQ(0, ibv_req_notify_cq(recv_cq_.get(), 0));
+  ASSERT_NO_FATAL_FAILURE(send_message(false));
+  ASSERT_NO_FATAL_FAILURE(expect_event());
+  expect_receive_completion();
+}
+
+// ibv_req_notify_cq(cq, 1): only a solicited completion (a message sent
+// with IBV_SEND_SOLICITED, the BTH SE bit) produces the event.
+TEST_F(CompletionChannel, SolicitedOnlyArmingWaitsForASolicitedCompletion) {
+  ASSERT_EQ(0, ibv_req_notify_cq(recv_cq_.get(), 1));
+  ASSERT_NO_FATAL_FAILURE(send_message(false));
+  expect_receive_completion();
+  expect_no_event();
+
+  ASSERT_NO_FATAL_FAILURE(send_message(true));
+  ASSERT_NO_FATAL_FAILURE(expect_event());
+  expect_receive_completion();
+}
+
+}  // namespace
+}  // namespace softverbs::conformance

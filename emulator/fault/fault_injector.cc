@@ -1,0 +1,301 @@
+#include "emulator/fault/fault_injector.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "emulator/fault/bit_flip.h"
+#include "emulator/packet/codec.h"
+
+namespace softverbs::fault {
+namespace {
+
+size_t direction_index(Direction direction) { return direction == Direction::kRx ? 1 : 0; }
+
+bool applies_to(const Rule& rule, Direction direction) {
+  return rule.direction == Direction::kBoth || rule.direction == direction;
+}
+
+Rule sanitized(Rule rule) {
+  rule.probability = std::isnan(rule.probability) ? 0.0 : std::clamp(rule.probability, 0.0, 1.0);
+  rule.reorder_depth = std::max<uint32_t>(rule.reorder_depth, 1);
+  rule.delay_ns = std::min(rule.delay_ns, kMaxDelayNs);
+  rule.jitter_ns = std::min(rule.jitter_ns, kMaxDelayNs);
+  return rule;
+}
+
+}  // namespace
+
+FaultInjector::FaultInjector(std::unique_ptr<Wire> inner, const Clock& clock)
+    : inner_(std::move(inner)), clock_(clock) {}
+
+FaultInjector::~FaultInjector() = default;
+
+void FaultInjector::set_plan(const Plan& plan) {
+  std::lock_guard lock(mutex_);
+  plan_.seed = plan.seed;
+  plan_.rules.clear();
+  bool tx = false, rx = false;
+  for (const Rule& rule : plan.rules) {
+    plan_.rules.push_back(sanitized(rule));
+    tx = tx || applies_to(rule, Direction::kTx);
+    rx = rx || applies_to(rule, Direction::kRx);
+  }
+  progress_.assign(plan_.rules.size(), RuleProgress{});
+  random_.reseed(plan_.seed);
+  has_tx_rules_.store(tx, std::memory_order_release);
+  has_rx_rules_.store(rx, std::memory_order_release);
+}
+
+Plan FaultInjector::plan() const {
+  std::lock_guard lock(mutex_);
+  return plan_;
+}
+
+Counters FaultInjector::fault_counters() const {
+  std::lock_guard lock(mutex_);
+  Counters counters = counters_;
+  counters.held = held_frames_.load(std::memory_order_relaxed);
+  return counters;
+}
+
+FaultCounts& FaultInjector::counts_for_locked(Direction direction) {
+  return direction == Direction::kRx ? counters_.rx : counters_.tx;
+}
+
+bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame) {
+  if (!has_tx_rules_.load(std::memory_order_relaxed) &&
+      held_frames_.load(std::memory_order_relaxed) == 0) {
+    return inner_->send(dst, frame);
+  }
+  Outcome outcome;
+  {
+    std::lock_guard lock(mutex_);
+    outcome = admit_locked(Direction::kTx, dst, frame, clock_.now_ns());
+  }
+  const std::span<const uint8_t> bytes =
+      outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
+  bool routed = true;  // a dropped or held frame counts as handed over
+  for (int i = 0; i < outcome.copies; ++i) {
+    const bool sent = inner_->send(dst, bytes);
+    if (i == 0) routed = sent;
+  }
+  for (const HeldFrame& held : outcome.released) inner_->send(held.dst, held.bytes);
+  return routed;
+}
+
+size_t FaultInjector::poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+                           size_t budget) {
+  if (!has_rx_rules_.load(std::memory_order_relaxed) &&
+      held_frames_.load(std::memory_order_relaxed) == 0) {
+    return inner_->poll(deliver, budget);
+  }
+
+  std::vector<HeldFrame> due;
+  if (held_frames_.load(std::memory_order_relaxed) != 0) {
+    std::lock_guard lock(mutex_);
+    take_due_locked(clock_.now_ns(), budget, due);
+  }
+  size_t delivered = 0;
+  for (const HeldFrame& held : due) {
+    if (held.direction == Direction::kTx) {
+      inner_->send(held.dst, held.bytes);
+    } else {
+      deliver(held.bytes);
+      ++delivered;
+    }
+  }
+  if (delivered >= budget) return delivered;
+
+  // One pointer of capture keeps the std::function below in its small
+  // buffer: no allocation per poll.
+  struct Receiving {
+    FaultInjector* self;
+    const std::function<void(std::span<const uint8_t>)>* deliver;
+    size_t delivered;
+  } receiving{this, &deliver, delivered};
+  inner_->poll(
+      [&receiving](std::span<const uint8_t> frame) {
+        receiving.delivered += receiving.self->receive(frame, *receiving.deliver);
+      },
+      budget - delivered);
+  return receiving.delivered;
+}
+
+size_t FaultInjector::receive(std::span<const uint8_t> frame,
+                              const std::function<void(std::span<const uint8_t>)>& deliver) {
+  Outcome outcome;
+  {
+    std::lock_guard lock(mutex_);
+    outcome = admit_locked(Direction::kRx, WireAddress{}, frame, clock_.now_ns());
+  }
+  const std::span<const uint8_t> bytes =
+      outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
+  for (int i = 0; i < outcome.copies; ++i) deliver(bytes);
+  for (const HeldFrame& held : outcome.released) deliver(held.bytes);
+  return outcome.copies + outcome.released.size();
+}
+
+void FaultInjector::wait(uint64_t timeout_ns) {
+  const uint64_t release_ns = next_release_ns_.load(std::memory_order_acquire);
+  if (release_ns != UINT64_MAX) {
+    const uint64_t now = clock_.now_ns();
+    if (release_ns <= now) return;  // due already: the next poll() releases it
+    timeout_ns = std::min(timeout_ns, release_ns - now);
+  }
+  inner_->wait(timeout_ns);
+}
+
+bool FaultInjector::has_deferred() const {
+  return held_frames_.load(std::memory_order_relaxed) != 0 || inner_->has_deferred();
+}
+
+FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const WireAddress& dst,
+                                                   std::span<const uint8_t> frame,
+                                                   uint64_t now_ns) {
+  Outcome outcome;
+  const Rule* rule = choose_rule_locked(direction, frame);
+  if (rule == nullptr) {
+    note_passed_locked(direction, outcome.released);
+    update_schedule_locked();
+    return outcome;
+  }
+
+  FaultCounts& counts = counts_for_locked(direction);
+  auto count = [&](uint64_t FaultCounts::*field) {
+    ++(counts.*field);
+    ++(counters_.*field);
+  };
+  switch (rule->action) {
+    case Action::kDrop:
+      count(&FaultCounts::dropped);
+      outcome.copies = 0;
+      break;
+    case Action::kDuplicate:
+      count(&FaultCounts::duplicated);
+      outcome.copies = 2;
+      note_passed_locked(direction, outcome.released);
+      break;
+    case Action::kCorrupt:
+      count(&FaultCounts::corrupted);
+      if (!frame.empty()) {
+        outcome.corrupted.assign(frame.begin(), frame.end());
+        flip_bit(outcome.corrupted, choose_bit_to_flip(frame, random_));
+      }
+      note_passed_locked(direction, outcome.released);
+      break;
+    case Action::kDelay: {
+      count(&FaultCounts::delayed);
+      outcome.copies = 0;
+      const uint64_t jitter = rule->jitter_ns ? random_.below(rule->jitter_ns + 1) : 0;
+      hold_locked(HeldFrame{direction, dst, {frame.begin(), frame.end()},
+                            now_ns + rule->delay_ns + jitter, 0});
+      break;
+    }
+    case Action::kReorder:
+      count(&FaultCounts::reordered);
+      outcome.copies = 0;
+      hold_locked(HeldFrame{direction, dst, {frame.begin(), frame.end()},
+                            now_ns + kReorderReleaseAfterNs, rule->reorder_depth});
+      break;
+  }
+  update_schedule_locked();
+  return outcome;
+}
+
+const Rule* FaultInjector::choose_rule_locked(Direction direction,
+                                              std::span<const uint8_t> frame) {
+  // Decoded only if a rule filters on QP or opcode, and at most once.
+  enum class Decoded { kNotYet, kYes, kNo } decoded = Decoded::kNotYet;
+  packet::DecodedPacket packet;
+  const Rule* chosen = nullptr;
+  bool matched = false;
+  for (size_t i = 0; i < plan_.rules.size(); ++i) {
+    const Rule& rule = plan_.rules[i];
+    if (!applies_to(rule, direction)) continue;
+    if (rule.qpn || rule.opcode) {
+      if (decoded == Decoded::kNotYet) {
+        decoded = packet::decode_ib(frame, packet) == packet::DecodeError::kNone ? Decoded::kYes
+                                                                                 : Decoded::kNo;
+      }
+      if (decoded == Decoded::kNo) continue;  // unreadable: only filterless rules match
+      if (rule.qpn && *rule.qpn != packet.headers.bth.dest_qp) continue;
+      if (rule.opcode && *rule.opcode != static_cast<uint8_t>(packet.headers.bth.opcode)) {
+        continue;
+      }
+    }
+    matched = true;
+    RuleProgress& progress = progress_[i];
+    ++progress.matched;  // every rule counts its matches, for its own nth
+    if (chosen == nullptr && fires_locked(rule, progress)) {
+      ++progress.injected;
+      chosen = &rule;
+    }
+  }
+  if (matched) {
+    ++counts_for_locked(direction).matched;
+    ++counters_.matched;
+  }
+  return chosen;
+}
+
+bool FaultInjector::fires_locked(const Rule& rule, RuleProgress& progress) {
+  if (rule.nth != 0 && progress.matched != rule.nth) return false;
+  if (rule.limit != 0 && progress.injected >= rule.limit) return false;
+  if (rule.probability >= 1.0) return true;
+  if (rule.probability <= 0.0) return false;
+  return random_.uniform() < rule.probability;
+}
+
+void FaultInjector::note_passed_locked(Direction direction, std::vector<HeldFrame>& released) {
+  std::vector<HeldFrame>& waiting = reordering_[direction_index(direction)];
+  if (waiting.empty()) return;
+  for (HeldFrame& held : waiting) --held.frames_to_pass;
+  // Released in arrival order, right after the frame that overtook them.
+  auto done = std::stable_partition(waiting.begin(), waiting.end(),
+                                    [](const HeldFrame& held) { return held.frames_to_pass != 0; });
+  for (auto it = done; it != waiting.end(); ++it) released.push_back(std::move(*it));
+  waiting.erase(done, waiting.end());
+}
+
+void FaultInjector::hold_locked(HeldFrame frame) {
+  if (frame.frames_to_pass != 0) {
+    reordering_[direction_index(frame.direction)].push_back(std::move(frame));
+  } else {
+    const uint64_t release_ns = frame.release_ns;
+    delayed_.emplace(release_ns, std::move(frame));  // after equal times: FIFO
+  }
+}
+
+void FaultInjector::take_due_locked(uint64_t now_ns, size_t rx_budget,
+                                    std::vector<HeldFrame>& due) {
+  size_t rx_taken = 0;
+  while (!delayed_.empty() && delayed_.begin()->first <= now_ns && rx_taken < rx_budget) {
+    HeldFrame frame = std::move(delayed_.begin()->second);
+    delayed_.erase(delayed_.begin());
+    const Direction direction = frame.direction;
+    if (direction == Direction::kRx) ++rx_taken;
+    due.push_back(std::move(frame));
+    note_passed_locked(direction, due);  // a released delayed frame overtakes reordered ones
+  }
+  for (std::vector<HeldFrame>& waiting : reordering_) {
+    auto keep = std::stable_partition(
+        waiting.begin(), waiting.end(),
+        [now_ns](const HeldFrame& held) { return held.release_ns > now_ns; });
+    for (auto it = keep; it != waiting.end(); ++it) due.push_back(std::move(*it));
+    waiting.erase(keep, waiting.end());
+  }
+  update_schedule_locked();
+}
+
+void FaultInjector::update_schedule_locked() {
+  uint64_t next = delayed_.empty() ? UINT64_MAX : delayed_.begin()->first;
+  uint64_t held = delayed_.size();
+  for (const std::vector<HeldFrame>& waiting : reordering_) {
+    held += waiting.size();
+    for (const HeldFrame& frame : waiting) next = std::min(next, frame.release_ns);
+  }
+  held_frames_.store(held, std::memory_order_relaxed);
+  next_release_ns_.store(next, std::memory_order_release);
+}
+
+}  // namespace softverbs::fault

@@ -1,0 +1,142 @@
+// The fault injector: a Wire that wraps the real one and, following a fault
+// plan (fault_plan.h), drops, duplicates, reorders, delays or corrupts the
+// frames going through it, reproducibly from the plan's seed.
+//
+// Where faults happen: tx rules in send(), on frames this process sends,
+// before the inner wire sees them; rx rules in poll(), on frames the inner
+// wire received, before they reach `deliver`. Held frames (delay, reorder)
+// go out from poll(), tx ones through the inner wire's send().
+//
+// Threads: send() and poll() come from the engine under its lock; set_plan(),
+// plan() and fault_counters() from any thread (a control socket);
+// wait()/wake()/has_deferred() as the Wire interface says. The injector's
+// state sits behind its own small mutex, never held while calling the inner
+// wire or `deliver` (delivery may send an ACK, which comes back to send()).
+// With an empty plan and nothing held, send() and poll() go straight to the
+// inner wire after one flag check: no lock, no allocation.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "emulator/clock.h"
+#include "emulator/fault/fault_plan.h"
+#include "emulator/fault/random.h"
+#include "emulator/wire/wire.h"
+
+namespace softverbs::fault {
+
+// Injected faults, counted per frame.
+struct FaultCounts {
+  uint64_t matched = 0;     // frames some rule's dir/qp/op filter matched
+  uint64_t dropped = 0;
+  uint64_t duplicated = 0;
+  uint64_t reordered = 0;   // held back for later frames to overtake
+  uint64_t delayed = 0;
+  uint64_t corrupted = 0;
+};
+
+// The totals, the same split by direction, and what is held right now.
+struct Counters : FaultCounts {
+  FaultCounts tx, rx;
+  uint64_t held = 0;  // frames delayed or reordered, not yet released
+};
+
+// A reordered frame that no later frame overtakes within this time goes out
+// anyway, so a lone last packet is late rather than lost.
+inline constexpr uint64_t kReorderReleaseAfterNs = 1'000'000;
+
+class FaultInjector final : public Wire {
+ public:
+  FaultInjector(std::unique_ptr<Wire> inner, const Clock& clock);
+  ~FaultInjector() override;
+  FaultInjector(const FaultInjector&) = delete;
+  FaultInjector& operator=(const FaultInjector&) = delete;
+
+  // Replaces the plan: restarts the random sequence from plan.seed and every
+  // rule's nth/limit count. Frames already held stay held and are released
+  // as scheduled. Out-of-range fields are clamped (p to 0..1, depth >= 1,
+  // delays to kMaxDelayNs).
+  void set_plan(const Plan& plan);
+  Plan plan() const;
+
+  // Counts of injected faults since construction (set_plan keeps them).
+  // Named apart from Wire::counters(), which reports the inner wire's.
+  Counters fault_counters() const;
+
+  Wire& inner() { return *inner_; }
+
+  // Wire.
+  bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
+  size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+              size_t budget) override;
+  // Never sleeps past the earliest release time of a held frame.
+  void wait(uint64_t timeout_ns) override;
+  void wake() override { inner_->wake(); }
+  // True while frames are held here or by the inner wire.
+  bool has_deferred() const override;
+  WireCounters counters() const override { return inner_->counters(); }
+
+ private:
+  // A frame held back by a delay or reorder rule.
+  struct HeldFrame {
+    Direction direction = Direction::kTx;  // kTx or kRx, never kBoth
+    WireAddress dst;
+    std::vector<uint8_t> bytes;
+    uint64_t release_ns = 0;       // delay: due time; reorder: the time fallback
+    uint32_t frames_to_pass = 0;   // reorder: later frames still to overtake it
+  };
+
+  // What becomes of one frame: sent/delivered `copies` times (as
+  // `corrupted` if that is not empty), then the held frames it released.
+  struct Outcome {
+    int copies = 1;
+    std::vector<uint8_t> corrupted;
+    std::vector<HeldFrame> released;
+  };
+
+  struct RuleProgress {
+    uint64_t matched = 0;   // for nth
+    uint64_t injected = 0;  // for limit
+  };
+
+  Outcome admit_locked(Direction direction, const WireAddress& dst,
+                       std::span<const uint8_t> frame, uint64_t now_ns);
+  const Rule* choose_rule_locked(Direction direction, std::span<const uint8_t> frame);
+  bool fires_locked(const Rule& rule, RuleProgress& progress);
+  // A frame went out in `direction`: held reorder frames it overtook count
+  // down, and those done move to `released`.
+  void note_passed_locked(Direction direction, std::vector<HeldFrame>& released);
+  void hold_locked(HeldFrame frame);
+  // Moves held frames that are due into `due`, in release order; stops
+  // taking delayed rx frames once `rx_budget` of them are due.
+  void take_due_locked(uint64_t now_ns, size_t rx_budget, std::vector<HeldFrame>& due);
+  void update_schedule_locked();
+  size_t receive(std::span<const uint8_t> frame,
+                 const std::function<void(std::span<const uint8_t>)>& deliver);
+  FaultCounts& counts_for_locked(Direction direction);
+
+  const std::unique_ptr<Wire> inner_;
+  const Clock& clock_;
+
+  mutable std::mutex mutex_;  // guards everything below but the atomics
+  Plan plan_;
+  std::vector<RuleProgress> progress_;  // one per plan_.rules entry
+  Random random_{1};
+  Counters counters_;
+  std::multimap<uint64_t, HeldFrame> delayed_;          // by release time
+  std::array<std::vector<HeldFrame>, 2> reordering_;    // [0] tx, [1] rx; arrival order
+
+  // Read without the mutex by the fast paths and by wait().
+  std::atomic<bool> has_tx_rules_{false};
+  std::atomic<bool> has_rx_rules_{false};
+  std::atomic<uint64_t> held_frames_{0};
+  std::atomic<uint64_t> next_release_ns_{UINT64_MAX};
+};
+
+}  // namespace softverbs::fault

@@ -1,0 +1,58 @@
+// A fault plan: which packets the fault injector (fault_injector.h) drops,
+// duplicates, reorders, delays or corrupts, and the seed that makes a run
+// replayable. Plans are written as text (docs/faults.md) in the environment,
+// in a file, or through `softverbs fault`; parse_plan() and to_string() are
+// the two directions of that text form.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace softverbs::fault {
+
+enum class Action : uint8_t { kDrop, kDuplicate, kReorder, kDelay, kCorrupt };
+
+// kTx: frames this process sends; kRx: frames it receives.
+enum class Direction : uint8_t { kBoth, kTx, kRx };
+
+struct Rule {
+  Action action;
+  Direction direction = Direction::kBoth;
+  std::optional<uint32_t> qpn;        // BTH destination QP to match
+  std::optional<uint8_t> opcode;      // BTH opcode to match
+  double probability = 1.0;           // per matching packet, 0..1
+  uint64_t nth = 0;                   // if non-zero: only the nth matching packet (1-based)
+  uint64_t limit = 0;                 // if non-zero: at most this many injections
+  uint64_t delay_ns = 0, jitter_ns = 0;  // kDelay: held delay_ns + uniform [0, jitter_ns]
+  uint32_t reorder_depth = 1;         // kReorder: held back until this many later frames passed
+
+  bool operator==(const Rule&) const = default;
+};
+
+struct Plan {
+  uint64_t seed = 1;
+  std::vector<Rule> rules;
+
+  bool operator==(const Plan&) const = default;
+};
+
+// The longest delay or jitter a plan may ask for; keeps release times far
+// from overflow.
+inline constexpr uint64_t kMaxDelayNs = 3'600'000'000'000;  // one hour
+
+// Parses the text form into `out`. On error returns false, leaves `out` as it
+// was, and sets `error` to a message that names the offending rule, says what
+// is wrong and how to write it right.
+bool parse_plan(std::string_view text, Plan& out, std::string& error);
+
+// The text form of `plan`; parse_plan() reads it back to an equal plan.
+std::string to_string(const Plan& plan);
+
+// Short names of the text form ("drop", "dup", ...; "tx", "rx", "both").
+const char* to_string(Action action);
+const char* to_string(Direction direction);
+
+}  // namespace softverbs::fault

@@ -1,0 +1,38 @@
+// Protocol event counters (IBTA names where there are any). One set per QP
+// and one per device (the sum over its QPs), readable with `softverbs stats`.
+#pragma once
+
+#include <cstdint>
+
+namespace softverbs {
+
+#define SOFTVERBS_QP_COUNTERS(X)                                                   \
+  X(packets_sent, "request and response packets sent")                            \
+  X(packets_received, "packets received for this QP")                             \
+  X(retransmitted_packets, "request packets sent again (go back N)")              \
+  X(retransmit_timeouts, "local ACK timeouts (IBTA 9.7.6.1.3)")                   \
+  X(rnr_naks_sent, "RNR NAKs sent: no receive WQE")                               \
+  X(rnr_naks_received, "RNR NAKs received")                                       \
+  X(sequence_naks_sent, "PSN sequence error NAKs sent")                           \
+  X(sequence_naks_received, "PSN sequence error NAKs received")                   \
+  X(duplicate_requests, "duplicate requests received (answered, not re-executed)")\
+  X(out_of_sequence_dropped, "out-of-sequence requests dropped after the NAK")    \
+  X(stale_responses, "responses for PSNs no longer outstanding")                  \
+  X(remote_errors_naked, "fatal NAKs sent: access, invalid request, op error")    \
+  X(uc_messages_dropped, "UC messages dropped because a packet was lost")         \
+  X(atomic_replays, "duplicate atomics answered from the saved result")
+
+struct QpCounters {
+#define SOFTVERBS_DECLARE_COUNTER(name, help) uint64_t name = 0;
+  SOFTVERBS_QP_COUNTERS(SOFTVERBS_DECLARE_COUNTER)
+#undef SOFTVERBS_DECLARE_COUNTER
+
+  QpCounters& operator+=(const QpCounters& o) {
+#define SOFTVERBS_ADD_COUNTER(name, help) name += o.name;
+    SOFTVERBS_QP_COUNTERS(SOFTVERBS_ADD_COUNTER)
+#undef SOFTVERBS_ADD_COUNTER
+    return *this;
+  }
+};
+
+}  // namespace softverbs

@@ -1,0 +1,45 @@
+// A page-aligned buffer registered as one memory region.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "harness/testsupport/errors.h"
+#include "harness/testsupport/verbs_handles.h"
+
+namespace softverbs::testsupport {
+
+class RegisteredBuffer {
+ public:
+  RegisteredBuffer() = default;
+  RegisteredBuffer(RegisteredBuffer&& other) noexcept;
+  RegisteredBuffer& operator=(RegisteredBuffer&& other) noexcept;
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  ~RegisteredBuffer();
+
+  // Maps `length` bytes (at least one page) and registers them on `pd` with
+  // `access`. Returns the errno of mmap or ibv_reg_mr.
+  Errno allocate(ibv_pd* pd, size_t length, int access);
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return length_; }
+  std::span<uint8_t> bytes() const { return {data_, length_}; }
+  ibv_mr* mr() const { return mr_.get(); }
+  uint32_t lkey() const { return mr_->lkey; }
+  uint32_t rkey() const { return mr_->rkey; }
+  uint64_t address() const { return reinterpret_cast<uintptr_t>(data_); }
+
+ private:
+  void release();
+
+  MrPtr mr_;  // deregistered before the memory goes
+  uint8_t* data_ = nullptr;
+  size_t length_ = 0;
+  size_t mapped_ = 0;
+};
+
+}  // namespace softverbs::testsupport
