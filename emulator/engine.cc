@@ -6,7 +6,15 @@
 #include <algorithm>
 #include <cerrno>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "emulator/control/control_commands.h"
+#include "emulator/control/control_server.h"
 #include "emulator/device_config.h"
+#include "emulator/fault/fault_injector.h"
 #include "emulator/qp_impl.h"
 #include "emulator/wire/shm_registry.h"
 #include "emulator/wire/shm_wire.h"
@@ -60,18 +68,42 @@ struct ProcessEngineOwner {
 };
 ProcessEngineOwner g_owner;
 
+// The fault plan given at start: SOFTVERBS_FAULTS (text) or
+// SOFTVERBS_FAULTS_FILE (a file of the same text). false + message if bad.
+bool startup_fault_plan(fault::Plan& plan, std::string& error) {
+  std::string text;
+  if (const char* spec = std::getenv("SOFTVERBS_FAULTS"); spec && *spec) text = spec;
+  if (const char* file = std::getenv("SOFTVERBS_FAULTS_FILE"); file && *file) {
+    std::ifstream in(file);
+    if (!in) {
+      error = std::string("SOFTVERBS_FAULTS_FILE=") + file + ": cannot read the file";
+      return false;
+    }
+    std::stringstream content;
+    content << in.rdbuf();
+    text += "\n" + content.str();
+  }
+  if (!fault::parse_plan(text, plan, error)) {
+    error = "SOFTVERBS_FAULTS: " + error;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Engine::Engine(Config config)
     : wire_(std::move(config.wire)),
       qpns_(std::move(config.qpns)),
       clock_(config.clock ? config.clock : &SteadyClock::instance()),
-      keepalive_(std::move(config.keepalive)) {
+      keepalive_(std::move(config.keepalive)),
+      fault_injector_(config.fault_injector) {
   if (config.progress_thread)
     progress_thread_ = std::thread([this] { progress_thread_main(); });
 }
 
 Engine::~Engine() {
+  control_server_.reset();
   stopping_.store(true);
   if (progress_thread_.joinable()) {
     wire_->wake();
@@ -88,13 +120,24 @@ Engine* Engine::process(Errno& err) {
   if (g_process_engine) return g_process_engine;
   auto registry = std::shared_ptr<ShmRegistry>(ShmRegistry::attach(err).release());
   if (!registry) return nullptr;
+  fault::Plan plan;
+  std::string plan_error;
+  if (!startup_fault_plan(plan, plan_error)) {
+    std::fprintf(stderr, "softverbs: %s\n", plan_error.c_str());
+    err = EINVAL;
+    return nullptr;
+  }
   auto wire = ShmWire::create(*registry, err);
   if (!wire) return nullptr;
+  auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
+  injector->set_plan(plan);
   Config config;
-  config.wire = std::move(wire);
+  config.fault_injector = injector.get();
+  config.wire = std::move(injector);
   config.qpns = std::make_unique<RegistryQpnSource>(*registry);
   config.keepalive = registry;
   g_process_engine = new Engine(std::move(config));
+  g_process_engine->start_control_server();
   err = 0;
   return g_process_engine;
 }
@@ -113,6 +156,33 @@ void Engine::remove_qp(uint32_t device_index, uint32_t qpn) {
   qpns_->release(device_index, qpn);
 }
 
+void Engine::start_control_server() {
+  std::string error;
+  control_server_ = control::ControlServer::start(
+      [this](std::string_view request) {
+        std::lock_guard lock(mutex_);
+        return control::handle_request(*this, request);
+      },
+      error);
+  if (!control_server_) std::fprintf(stderr, "softverbs: no control socket: %s\n", error.c_str());
+}
+
+void Engine::set_port_up(uint32_t device_index, bool up) {
+  if (port_up(device_index) == up) return;
+  if (up)
+    ports_down_ &= ~(1u << device_index);
+  else
+    ports_down_ |= 1u << device_index;
+  for (Hca* hca : hcas_) {
+    if (hca->description().index != device_index) continue;
+    Hca::Impl& impl = hca->impl();
+    impl.port.state = up ? PortState::kActive : PortState::kDown;
+    impl.port.phys_state = up ? 5 : 3;  // LinkUp / Disabled
+    impl.raise(AsyncEvent{up ? AsyncEventType::kPortActive : AsyncEventType::kPortErr, nullptr,
+                          nullptr, 1});
+  }
+}
+
 void Engine::transmit(uint32_t device_index, uint32_t qpn,
                       const packet::Headers& headers,
                       std::span<const uint8_t> payload) {
@@ -127,12 +197,17 @@ void Engine::transmit(uint32_t device_index, uint32_t qpn,
 void Engine::deliver(std::span<const uint8_t> frame) {
   ++counters_.frames_received;
   packet::DecodedPacket pkt;
-  if (packet::decode_ib(frame, pkt) != packet::DecodeError::kNone) {
+  if (packet::DecodeError e = packet::decode_ib(frame, pkt); e != packet::DecodeError::kNone) {
     ++counters_.frames_dropped_malformed;
+    if (e == packet::DecodeError::kBadIcrc) ++counters_.frames_dropped_bad_icrc;
     return;
   }
   const DeviceDescription* device = find_device_by_lid(pkt.headers.lrh.dlid);
   if (!device && pkt.headers.has_grh) device = find_device_by_gid(pkt.headers.grh.dgid);
+  if (device && !port_up(device->index)) {
+    ++counters_.frames_dropped_port_down;
+    return;
+  }
   auto it = device ? qps_.find(qp_key(device->index, pkt.headers.bth.dest_qp)) : qps_.end();
   if (it == qps_.end()) {
     ++counters_.frames_dropped_no_qp;

@@ -28,6 +28,13 @@
 namespace softverbs {
 
 struct QpImpl;
+class Hca;
+namespace fault {
+class FaultInjector;
+}
+namespace control {
+class ControlServer;
+}
 
 // Hands out QPNs unique across every process using a device.
 class QpnSource {
@@ -43,6 +50,8 @@ struct EngineCounters {
   uint64_t frames_dropped_malformed = 0;  // decode failed (ICRC, lengths, ...)
   uint64_t frames_dropped_no_qp = 0;      // no such local QP
   uint64_t frames_dropped_unroutable = 0; // the wire had no route
+  uint64_t frames_dropped_bad_icrc = 0;   // of the malformed: ICRC mismatch
+  uint64_t frames_dropped_port_down = 0;  // in or out while the port was down
 };
 
 class Engine {
@@ -54,6 +63,8 @@ class Engine {
     bool progress_thread = true;
     // Kept alive as long as the engine (e.g. the shm registry behind qpns).
     std::shared_ptr<void> keepalive;
+    // Set when `wire` is (or wraps) a fault injector.
+    fault::FaultInjector* fault_injector = nullptr;
   };
 
   explicit Engine(Config config);
@@ -87,6 +98,28 @@ class Engine {
 
   EngineCounters counters() const { return counters_; }
 
+  // The HCAs open in this process (for stats and port events). With mutex().
+  void add_hca(Hca* hca) { hcas_.insert(hca); }
+  void remove_hca(Hca* hca) { hcas_.erase(hca); }
+  const std::unordered_set<Hca*>& hcas() const { return hcas_; }
+
+  // Port state of a device as this process sees it: a downed port drops
+  // every frame in and out and raises PORT_ERR; up again, PORT_ACTIVE.
+  bool port_up(uint32_t device_index) const { return !(ports_down_ & (1u << device_index)); }
+  void set_port_up(uint32_t device_index, bool up);  // with mutex()
+
+  // Forced RNR: the responder answers every SEND with an RNR NAK, as if no
+  // receive WQE were posted. 0: off; kAllQps: every QP; else one QPN.
+  static constexpr uint32_t kAllQps = 0xffffffff;
+  uint32_t forced_rnr_qpn = 0;  // with mutex()
+
+  // The fault injector between the engine and the wire, if there is one.
+  fault::FaultInjector* fault_injector() const { return fault_injector_; }
+
+  // Starts answering `softverbs stats/fault/port` on this process's control
+  // socket (the process engine does; unit-test engines don't).
+  void start_control_server();
+
   // An application thread polling a CQ drives progress itself; while it does,
   // the progress thread keeps off the doorbell so senders don't wake it (on
   // two cores a woken third thread preempts a busy poller for milliseconds).
@@ -106,6 +139,10 @@ class Engine {
   const Clock* clock_;
   std::shared_ptr<void> keepalive_;
   std::unordered_map<uint64_t, QpImpl*> qps_;
+  std::unordered_set<Hca*> hcas_;
+  uint32_t ports_down_ = 0;  // bit per device index
+  fault::FaultInjector* fault_injector_ = nullptr;
+  std::unique_ptr<control::ControlServer> control_server_;
   std::unordered_set<QpImpl*> timed_qps_;
   EngineCounters counters_;
   std::array<uint8_t, packet::kMaxFrameBytes> frame_buffer_{};

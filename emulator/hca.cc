@@ -49,8 +49,20 @@ bool valid_access(uint32_t access) {
 
 // ---------------------------------------------------------------- Hca
 
-Hca::Hca(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
-Hca::~Hca() = default;
+Hca::Hca(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->self = this;
+  std::lock_guard lock(impl_->engine->mutex());
+  impl_->engine->add_hca(this);
+  if (!impl_->engine->port_up(impl_->description.index)) {
+    impl_->port.state = PortState::kDown;
+    impl_->port.phys_state = 3;
+  }
+}
+
+Hca::~Hca() {
+  std::lock_guard lock(impl_->engine->mutex());
+  impl_->engine->remove_hca(this);
+}
 
 std::unique_ptr<Hca> Hca::open(uint32_t index, Errno& err) {
   if (index >= configured_devices().size()) {

@@ -20,7 +20,9 @@ namespace softverbs {
   X(stale_responses, "responses for PSNs no longer outstanding")                  \
   X(remote_errors_naked, "fatal NAKs sent: access, invalid request, op error")    \
   X(uc_messages_dropped, "UC messages dropped because a packet was lost")         \
-  X(atomic_replays, "duplicate atomics answered from the saved result")
+  X(atomic_replays, "duplicate atomics answered from the saved result")          \
+  X(port_down_drops, "packets not sent because the port was down")                \
+  X(forced_rnr_naks, "RNR NAKs sent because forced RNR was on")
 
 struct QpCounters {
 #define SOFTVERBS_DECLARE_COUNTER(name, help) uint64_t name = 0;

@@ -71,6 +71,10 @@ packet::Headers QpImpl::make_headers(Opcode opcode, uint32_t psn) const {
 }
 
 void QpImpl::transmit(const packet::Headers& h, std::span<const uint8_t> payload) {
+  if (!engine->port_up(device_index)) {
+    ++counters.port_down_drops;  // a downed link carries nothing
+    return;
+  }
   ++counters.packets_sent;
   engine->transmit(peer_device_index, attr.dest_qp_num, h, payload);
 }

@@ -119,7 +119,10 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
     case Operation::kSend: {
       if (starts_message(info.position)) {
         if (recv_in_progress) return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-        if (rq_head == rq_tail) {
+        const bool forced = engine->forced_rnr_qpn == Engine::kAllQps ||
+                            engine->forced_rnr_qpn == qpn;
+        if (forced) ++counters.forced_rnr_naks;
+        if (rq_head == rq_tail || forced) {
           // No receive WQE: Receiver Not Ready (IBTA 9.7.5.2.8).
           ++counters.rnr_naks_sent;
           send_ack(h.bth.psn, aeth::rnr_nak(attr.min_rnr_timer));

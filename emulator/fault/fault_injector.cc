@@ -132,7 +132,8 @@ size_t FaultInjector::receive(std::span<const uint8_t> frame,
       outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
   for (int i = 0; i < outcome.copies; ++i) deliver(bytes);
   for (const HeldFrame& held : outcome.released) deliver(held.bytes);
-  return outcome.copies + outcome.released.size();
+  // A dropped or held frame still counts as handled (see poll()).
+  return std::max<size_t>(1, outcome.copies + outcome.released.size());
 }
 
 void FaultInjector::wait(uint64_t timeout_ns) {

@@ -73,6 +73,9 @@ class FaultInjector final : public Wire {
 
   // Wire.
   bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
+  // Returns the frames delivered, counting a received frame that a fault
+  // dropped or held as one, so a caller that polls until 0 drains the inner
+  // wire even when a whole batch is lost.
   size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
               size_t budget) override;
   // Never sleeps past the earliest release time of a held frame.

@@ -21,8 +21,8 @@ enum class Direction : uint8_t { kBoth, kTx, kRx };
 struct Rule {
   Action action;
   Direction direction = Direction::kBoth;
-  std::optional<uint32_t> qpn;        // BTH destination QP to match
-  std::optional<uint8_t> opcode;      // BTH opcode to match
+  std::optional<uint32_t> qpn = std::nullopt;   // BTH destination QP to match
+  std::optional<uint8_t> opcode = std::nullopt;  // BTH opcode to match
   double probability = 1.0;           // per matching packet, 0..1
   uint64_t nth = 0;                   // if non-zero: only the nth matching packet (1-based)
   uint64_t limit = 0;                 // if non-zero: at most this many injections
@@ -34,7 +34,7 @@ struct Rule {
 
 struct Plan {
   uint64_t seed = 1;
-  std::vector<Rule> rules;
+  std::vector<Rule> rules = {};
 
   bool operator==(const Plan&) const = default;
 };

@@ -1,0 +1,144 @@
+#include "emulator/control/control_commands.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "emulator/engine.h"
+#include "emulator/fault/fault_injector.h"
+#include "emulator/hca_impl.h"
+#include "emulator/qp_impl.h"
+
+namespace softverbs::control {
+namespace {
+
+std::string program_name() {
+  std::ifstream comm("/proc/self/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
+void write_counters(std::ostringstream& out, const QpCounters& c) {
+#define SOFTVERBS_PRINT_COUNTER(name, help) out << " " #name "=" << c.name;
+  SOFTVERBS_QP_COUNTERS(SOFTVERBS_PRINT_COUNTER)
+#undef SOFTVERBS_PRINT_COUNTER
+  out << "\n";
+}
+
+void write_fault_counts(std::ostringstream& out, const char* label, const fault::FaultCounts& c) {
+  out << label << ": matched=" << c.matched << " dropped=" << c.dropped
+      << " duplicated=" << c.duplicated << " reordered=" << c.reordered
+      << " delayed=" << c.delayed << " corrupted=" << c.corrupted << "\n";
+}
+
+std::string stats(Engine& engine) {
+  std::ostringstream out;
+  out << "process " << getpid() << " " << program_name() << "\n";
+  const EngineCounters e = engine.counters();
+  out << "engine: frames_sent=" << e.frames_sent << " frames_received=" << e.frames_received
+      << " dropped_malformed=" << e.frames_dropped_malformed
+      << " dropped_bad_icrc=" << e.frames_dropped_bad_icrc
+      << " dropped_no_qp=" << e.frames_dropped_no_qp
+      << " dropped_unroutable=" << e.frames_dropped_unroutable
+      << " dropped_port_down=" << e.frames_dropped_port_down << "\n";
+  const WireCounters w = engine.wire().counters();
+  out << "wire: frames_sent=" << w.frames_sent << " frames_received=" << w.frames_received
+      << " frames_deferred=" << w.frames_deferred << " frames_unroutable=" << w.frames_unroutable
+      << "\n";
+  if (fault::FaultInjector* f = engine.fault_injector()) {
+    const fault::Counters c = f->fault_counters();
+    out << "fault plan: " << fault::to_string(f->plan()) << "\n";
+    write_fault_counts(out, "faults", c);
+    write_fault_counts(out, "faults tx", c.tx);
+    write_fault_counts(out, "faults rx", c.rx);
+  }
+  for (Hca* hca : engine.hcas()) {
+    const Hca::Impl& impl = hca->impl();
+    QpCounters total = impl.destroyed_qp_counters;
+    for (const QpImpl* qp : impl.qps) total += qp->counters;
+    out << "device " << impl.description.name << " port 1 "
+        << (engine.port_up(impl.description.index) ? "ACTIVE" : "DOWN") << ":";
+    write_counters(out, total);
+    for (const QpImpl* qp : impl.qps) {
+      char qpn[16];
+      std::snprintf(qpn, sizeof qpn, "0x%06x", qp->qpn);
+      out << "  qp " << qpn << " " << (qp->type == QpType::kRc ? "RC" : "UC") << " "
+          << to_string(qp->attr.state) << ":";
+      write_counters(out, qp->counters);
+    }
+  }
+  return out.str();
+}
+
+std::string fault_command(Engine& engine, std::string_view args) {
+  fault::FaultInjector* f = engine.fault_injector();
+  if (!f) return "error: this process has no fault injector\n";
+  auto space = args.find(' ');
+  std::string_view verb = args.substr(0, space);
+  std::string_view rest = space == std::string_view::npos ? "" : args.substr(space + 1);
+  if (verb == "show") return fault::to_string(f->plan()) + "\n";
+  if (verb == "clear") {
+    f->set_plan(fault::Plan{});
+    return "ok: no faults\n";
+  }
+  if (verb == "set") {
+    fault::Plan plan;
+    std::string error;
+    if (!fault::parse_plan(rest, plan, error)) return "error: " + error + "\n";
+    f->set_plan(plan);
+    return "ok: " + fault::to_string(plan) + "\n";
+  }
+  return "error: unknown fault request '" + std::string(verb) + "' (use show, clear or set SPEC)\n";
+}
+
+std::string port_command(Engine& engine, std::string_view args) {
+  auto space = args.find(' ');
+  std::string device(args.substr(0, space));
+  std::string_view state = space == std::string_view::npos ? "" : args.substr(space + 1);
+  if (state != "up" && state != "down") return "error: say 'port DEVICE up' or 'port DEVICE down'\n";
+  for (const auto& d : configured_devices()) {
+    if (d.name != device) continue;
+    engine.set_port_up(d.index, state == "up");
+    return "ok: " + device + " port 1 " + std::string(state) + "\n";
+  }
+  return "error: no soft device named '" + device + "'\n";
+}
+
+std::string rnr_command(Engine& engine, std::string_view args) {
+  if (args == "off") {
+    engine.forced_rnr_qpn = 0;
+    return "ok: forced RNR off\n";
+  }
+  if (args == "all") {
+    engine.forced_rnr_qpn = Engine::kAllQps;
+    return "ok: forced RNR on every QP\n";
+  }
+  std::string text(args);
+  char* end = nullptr;
+  unsigned long qpn = std::strtoul(text.c_str(), &end, 0);
+  if (text.empty() || *end || qpn == 0 || qpn > 0xffffff)
+    return "error: say 'rnr off', 'rnr all' or 'rnr QPN' (e.g. rnr 0x12)\n";
+  engine.forced_rnr_qpn = static_cast<uint32_t>(qpn);
+  return "ok: forced RNR on QP " + text + "\n";
+}
+
+}  // namespace
+
+std::string handle_request(Engine& engine, std::string_view request) {
+  while (!request.empty() && (request.back() == '\r' || request.back() == ' '))
+    request.remove_suffix(1);
+  auto space = request.find(' ');
+  std::string_view verb = request.substr(0, space);
+  std::string_view args = space == std::string_view::npos ? "" : request.substr(space + 1);
+  if (verb == "stats") return stats(engine);
+  if (verb == "fault") return fault_command(engine, args);
+  if (verb == "port") return port_command(engine, args);
+  if (verb == "rnr") return rnr_command(engine, args);
+  return "error: unknown request '" + std::string(verb) +
+         "' (known: stats, fault show|clear|set SPEC, port DEVICE up|down, rnr off|all|QPN)\n";
+}
+
+}  // namespace softverbs::control
