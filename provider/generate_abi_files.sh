@@ -67,6 +67,11 @@ $(awk '$1 ~ /^IBVERBS_PRIVATE_/ { print $1 }' "$symbols" | sort -u)"
     fi
     echo "};"
   done
+  # softverbs' own interface (include/softverbs/control.h).
+  echo "SOFTVERBS_1.0 {"
+  echo "  global:"
+  echo "    softverbs_control;"
+  echo "};"
 } > "$map"
 
 inc=$out_dir/real_symbol_versions.inc.tmp
