@@ -216,6 +216,15 @@ void Engine::deliver(std::span<const uint8_t> frame) {
   it->second->receive(pkt);
 }
 
+void Engine::watch_timer(QpImpl* qp) {
+  timed_qps_.insert(qp);
+  uint64_t deadline = UINT64_MAX;
+  if (qp->retransmit_deadline_ns) deadline = qp->retransmit_deadline_ns;
+  if (qp->rnr_deadline_ns) deadline = std::min(deadline, qp->rnr_deadline_ns);
+  const uint64_t sleeping_until = progress_sleeps_until_ns_.load(std::memory_order_relaxed);
+  if (sleeping_until && deadline < sleeping_until) wire_->wake();
+}
+
 void Engine::run_timers() {
   if (timed_qps_.empty()) return;
   const uint64_t now = clock_->now_ns();
@@ -274,7 +283,11 @@ void Engine::progress_thread_main() {
     }
     uint64_t sleep = kIdleSleepNs;
     if (deadline != UINT64_MAX) sleep = deadline > now ? std::min(sleep, deadline - now) : 0;
-    if (sleep) wire_->wait(sleep);
+    if (sleep) {
+      progress_sleeps_until_ns_.store(now + sleep, std::memory_order_relaxed);
+      wire_->wait(sleep);
+      progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
+    }
   }
 }
 

@@ -89,7 +89,9 @@ class Engine {
                 std::span<const uint8_t> payload);
 
   // A QP whose timer is armed is checked by progress_locked().
-  void watch_timer(QpImpl* qp) { timed_qps_.insert(qp); }
+  // Wakes the progress thread if it sleeps past the QP's deadline, so a
+  // timer armed while the application is not polling fires on time.
+  void watch_timer(QpImpl* qp);
   void unwatch_timer(QpImpl* qp) { timed_qps_.erase(qp); }
 
   // Serves up to `budget` arrived frames and expired timers. Called with
@@ -148,6 +150,7 @@ class Engine {
   std::array<uint8_t, packet::kMaxFrameBytes> frame_buffer_{};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> last_application_progress_ns_{0};
+  std::atomic<uint64_t> progress_sleeps_until_ns_{0};  // 0: not asleep
   std::thread progress_thread_;
 };
 
