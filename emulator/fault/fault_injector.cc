@@ -15,6 +15,23 @@ bool applies_to(const Rule& rule, Direction direction) {
   return rule.direction == Direction::kBoth || rule.direction == direction;
 }
 
+// Moves the elements that satisfy `take` from `from` to the end of `to`,
+// keeping the order of both. Unlike std::stable_partition it never allocates
+// a scratch buffer.
+template <typename T, typename Predicate>
+void move_out_if(std::vector<T>& from, std::vector<T>& to, Predicate take) {
+  size_t kept = 0;
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (take(from[i])) {
+      to.push_back(std::move(from[i]));
+    } else {
+      if (kept != i) from[kept] = std::move(from[i]);
+      ++kept;
+    }
+  }
+  from.resize(kept);
+}
+
 Rule sanitized(Rule rule) {
   rule.probability = std::isnan(rule.probability) ? 0.0 : std::clamp(rule.probability, 0.0, 1.0);
   rule.reorder_depth = std::max<uint32_t>(rule.reorder_depth, 1);
@@ -249,13 +266,9 @@ bool FaultInjector::fires_locked(const Rule& rule, RuleProgress& progress) {
 
 void FaultInjector::note_passed_locked(Direction direction, std::vector<HeldFrame>& released) {
   std::vector<HeldFrame>& waiting = reordering_[direction_index(direction)];
-  if (waiting.empty()) return;
   for (HeldFrame& held : waiting) --held.frames_to_pass;
   // Released in arrival order, right after the frame that overtook them.
-  auto done = std::stable_partition(waiting.begin(), waiting.end(),
-                                    [](const HeldFrame& held) { return held.frames_to_pass != 0; });
-  for (auto it = done; it != waiting.end(); ++it) released.push_back(std::move(*it));
-  waiting.erase(done, waiting.end());
+  move_out_if(waiting, released, [](const HeldFrame& held) { return held.frames_to_pass == 0; });
 }
 
 void FaultInjector::hold_locked(HeldFrame frame) {
@@ -279,11 +292,7 @@ void FaultInjector::take_due_locked(uint64_t now_ns, size_t rx_budget,
     note_passed_locked(direction, due);  // a released delayed frame overtakes reordered ones
   }
   for (std::vector<HeldFrame>& waiting : reordering_) {
-    auto keep = std::stable_partition(
-        waiting.begin(), waiting.end(),
-        [now_ns](const HeldFrame& held) { return held.release_ns > now_ns; });
-    for (auto it = keep; it != waiting.end(); ++it) due.push_back(std::move(*it));
-    waiting.erase(keep, waiting.end());
+    move_out_if(waiting, due, [now_ns](const HeldFrame& held) { return held.release_ns <= now_ns; });
   }
   update_schedule_locked();
 }

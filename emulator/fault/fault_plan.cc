@@ -194,12 +194,11 @@ std::string parse_rule(std::string_view text, Rule& out) {
   return {};
 }
 
-// True for "seed = N" statements (as opposed to rules, which have no '='
-// before their ':').
+// True for "seed = N" statements. A rule's first '=' comes after its
+// "ACTION:key", so it never reads as "seed".
 bool is_seed_statement(std::string_view statement) {
   const size_t equals = statement.find('=');
-  return equals != std::string_view::npos && lower(trim(statement.substr(0, equals))) == "seed" &&
-         statement.substr(0, equals).find(':') == std::string_view::npos;
+  return equals != std::string_view::npos && lower(trim(statement.substr(0, equals))) == "seed";
 }
 
 // Exact decimal microseconds for a nanosecond count: 1500 -> "1.5".

@@ -197,6 +197,11 @@ bool ShmMailbox::peek(std::span<const uint8_t>& frame) {
       frame = std::span<const uint8_t>(slot.bytes, length);
       return true;
     }
+    // Looking for a stalled producer reads the producers' claim counter,
+    // whose cache line they write on every push: do it seldom while busy
+    // polling, and whenever wait() saw a claimed slot.
+    if ((++empty_peeks_ % kEmptyPeeksPerStallCheck) != 0 && !stall_check_due_) return false;
+    stall_check_due_ = false;
     if (!skip_if_stalled()) return false;
   }
 }
@@ -251,8 +256,9 @@ void ShmMailbox::wait(uint64_t timeout_ns) {
   }
   // A claimed slot will be published with a doorbell, unless its producer
   // died: then wake up in time to give it up.
-  if (header().enqueue_position.load() != dequeue_position_ && timeout_ns > stall_limit_ns_) {
-    timeout_ns = stall_limit_ns_;
+  if (header().enqueue_position.load() != dequeue_position_) {
+    stall_check_due_ = true;
+    if (timeout_ns > stall_limit_ns_) timeout_ns = stall_limit_ns_;
   }
   futex_wait_shared(sleeping, 1, timeout_ns);
   sleeping.store(0, std::memory_order_relaxed);

@@ -33,6 +33,9 @@ inline constexpr uint32_t kMailboxSlotCount = 2048;  // a power of two
 // A slot claimed by a producer that has not published it for this long is
 // given up (the producer died or is stopped): see ShmMailbox::peek.
 inline constexpr uint64_t kDefaultStallLimitNs = 2'000'000'000;
+// A busy-polling consumer looks for such a slot once per this many empty
+// peeks (and after every wait()).
+inline constexpr uint64_t kEmptyPeeksPerStallCheck = 1024;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -146,6 +149,8 @@ class ShmMailbox {
   uint64_t stall_limit_ns_ = kDefaultStallLimitNs;
   uint64_t stalled_position_ = UINT64_MAX;
   uint64_t stalled_since_ns_ = 0;
+  uint64_t empty_peeks_ = 0;
+  bool stall_check_due_ = false;
 };
 
 }  // namespace softverbs

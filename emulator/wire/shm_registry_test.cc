@@ -39,6 +39,7 @@ class ShmRegistryTest : public ::testing::Test {
   }
 
   testing::ScopedShmPrefix prefix_;
+  testing::Watchdog watchdog_{300};
 };
 
 // A child that attaches, creates its mailbox, takes `count` QPNs of device

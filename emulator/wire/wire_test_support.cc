@@ -28,6 +28,9 @@ pid_t fork_child(const std::function<int()>& body, unsigned watchdog_seconds) {
   _exit(code);  // no atexit handlers, no gtest teardown in the child
 }
 
+Watchdog::Watchdog(unsigned seconds) { alarm(seconds); }
+Watchdog::~Watchdog() { alarm(0); }
+
 int wait_child(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {

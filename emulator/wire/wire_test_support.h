@@ -19,6 +19,14 @@ namespace softverbs::testing {
 // child exits with body's return value (never returns into the test).
 pid_t fork_child(const std::function<int()>& body, unsigned watchdog_seconds = 120);
 
+// The same for the test process itself: kills it (SIGALRM) if the test is
+// still running after `seconds`.
+class Watchdog {
+ public:
+  explicit Watchdog(unsigned seconds);
+  ~Watchdog();
+};
+
 // Reaps `pid`: its exit code, or 128 + the signal that killed it.
 int wait_child(pid_t pid);
 
