@@ -74,6 +74,20 @@ void QpImpl::retire_completed() {
   }
 }
 
+void QpImpl::fail_send_at(uint32_t psn, WcStatus status) {
+  // The NAKed request's WQE completes in error; everything else is flushed.
+  for (uint64_t n = sq_head; n != sq_tail; ++n) {
+    SendWqe& w = sq_at(n);
+    if (w.done || !w.started) continue;
+    if (packet::psn_diff(psn, w.first_psn) >= 0 && packet::psn_diff(psn, w.last_psn) <= 0) {
+      complete_send(w, status);
+      retire_completed();
+      return enter_error();
+    }
+  }
+  fail_send(status);
+}
+
 void QpImpl::fail_send(WcStatus status) {
   for (uint64_t n = sq_head; n != sq_tail; ++n) {
     SendWqe& w = sq_at(n);
@@ -87,17 +101,24 @@ void QpImpl::fail_send(WcStatus status) {
 
 namespace {
 
-// Everything before `psn` is acknowledged (explicitly or implicitly). Retires
-// SEND/WRITE WQEs that end before it; READs need their responses.
-// Returns false if a READ was passed over without its data (responses lost).
-void acknowledge_before(QpImpl& qp, uint32_t psn) {
+// Everything before `psn` is acknowledged (explicitly or implicitly): retires
+// the SEND/WRITE WQEs that end before it. A READ or atomic needs its own
+// response; if the responder has moved past one whose responses did not all
+// arrive, they were lost: returns where to resend from (its next missing
+// response PSN, an "implied NAK", IBTA 9.7.5.1.x). Else returns `psn`.
+uint32_t acknowledge_before(QpImpl& qp, uint32_t psn) {
   for (uint64_t n = qp.sq_head; n != qp.sq_tail; ++n) {
     SendWqe& w = qp.sq_at(n);
     if (w.done) continue;
-    if (!w.started || qp.is_rd_atomic(w)) break;
+    if (!w.started) break;
+    if (qp.is_rd_atomic(w)) {
+      if (packet::psn_diff(w.last_psn, psn) < 0) return w.next_response_psn;
+      break;
+    }
     if (packet::psn_diff(w.last_psn, psn) >= 0) break;
     qp.complete_send(w, WcStatus::kSuccess);
   }
+  return psn;
 }
 
 void advance_una(QpImpl& qp, uint32_t psn) {
@@ -110,6 +131,15 @@ void advance_una(QpImpl& qp, uint32_t psn) {
 }
 
 }  // namespace
+
+void QpImpl::resend_from(uint32_t psn) {
+  // A NAK or an implied NAK: go back N, counting it against retry_cnt
+  // like a timeout (IBTA 9.7.5.2.2).
+  if (retries_left == 0) return fail_send(WcStatus::kRetryExcErr);
+  --retries_left;
+  rewind_to(psn);
+  requester_run();
+}
 
 void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   const packet::Headers& h = pkt.headers;
@@ -124,7 +154,12 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(h.bth.opcode));
 
   if (info.operation == packet::Operation::kAtomicAcknowledge) {
-    acknowledge_before(*this, psn);
+    if (uint32_t acked = acknowledge_before(*this, psn); acked != psn) {
+      ++counters.implied_naks;
+      advance_una(*this, acked);
+      retire_completed();
+      return resend_from(acked);
+    }
     for (uint64_t n = sq_head; n != sq_tail; ++n) {
       SendWqe& w = sq_at(n);
       if (w.done) continue;
@@ -148,7 +183,12 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   }
 
   if (info.operation == packet::Operation::kReadResponse) {
-    acknowledge_before(*this, psn);
+    if (uint32_t acked = acknowledge_before(*this, psn); acked != psn) {
+      ++counters.implied_naks;
+      advance_una(*this, acked);
+      retire_completed();
+      return resend_from(acked);
+    }
     // The oldest incomplete WQE must be the READ these responses belong to.
     SendWqe* w = nullptr;
     uint64_t index = 0;
@@ -190,15 +230,26 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
 
   if (info.operation != packet::Operation::kAcknowledge) return;
   switch (aeth::kind(h.aeth.syndrome)) {
-    case aeth::Kind::kAck:
-      acknowledge_before(*this, packet::psn_add(psn, 1));
-      advance_una(*this, packet::psn_add(psn, 1));
+    case aeth::Kind::kAck: {
+      const uint32_t next = packet::psn_add(psn, 1);
+      const uint32_t acked = acknowledge_before(*this, next);
+      advance_una(*this, acked);
       retire_completed();
+      if (acked != next) {
+        ++counters.implied_naks;
+        return resend_from(acked);
+      }
       requester_run();
       return;
+    }
     case aeth::Kind::kRnrNak:
       ++counters.rnr_naks_received;
-      acknowledge_before(*this, psn);
+      if (uint32_t acked = acknowledge_before(*this, psn); acked != psn) {
+        ++counters.implied_naks;
+        advance_una(*this, acked);
+        retire_completed();
+        return resend_from(acked);
+      }
       advance_una(*this, psn);
       retire_completed();
       if (attr.rnr_retry != 7) {  // 7 means retry forever (IBTA 9.7.5.2.8)
@@ -211,19 +262,16 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
           engine->clock().now_ns() + uint64_t(rnr_timer_us(aeth::value(h.aeth.syndrome))) * 1000;
       engine->watch_timer(this);
       return;
-    case aeth::Kind::kNak:
-      acknowledge_before(*this, psn);
-      advance_una(*this, psn);
+    case aeth::Kind::kNak: {
+      const uint32_t acked = acknowledge_before(*this, psn);
+      advance_una(*this, acked);
       retire_completed();
       if (aeth::value(h.aeth.syndrome) == aeth::kNakPsnSequenceError) {
         ++counters.sequence_naks_received;
-        if (retries_left == 0) return fail_send(WcStatus::kRetryExcErr);
-        --retries_left;
-        rewind_to(psn);
-        requester_run();
-        return;
+        return resend_from(acked);
       }
-      return fail_send(nak_status(aeth::value(h.aeth.syndrome)));
+      return fail_send_at(psn, nak_status(aeth::value(h.aeth.syndrome)));
+    }
     case aeth::Kind::kReserved:
       return;
   }

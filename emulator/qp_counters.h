@@ -18,6 +18,7 @@ namespace softverbs {
   X(duplicate_requests, "duplicate requests received (answered, not re-executed)")\
   X(out_of_sequence_dropped, "out-of-sequence requests dropped after the NAK")    \
   X(stale_responses, "responses for PSNs no longer outstanding")                  \
+  X(implied_naks, "READ/atomic responses found lost by a later response")         \
   X(remote_errors_naked, "fatal NAKs sent: access, invalid request, op error")    \
   X(uc_messages_dropped, "UC messages dropped because a packet was lost")         \
   X(atomic_replays, "duplicate atomics answered from the saved result")          \

@@ -169,7 +169,9 @@ struct QpImpl {
   void arm_retransmit_timer();
   void complete_send(SendWqe& w, WcStatus status);
   void retire_completed();
-  void fail_send(WcStatus status);
+  void fail_send(WcStatus status);  // the oldest incomplete WR fails
+  void fail_send_at(uint32_t psn, WcStatus status);  // the WR holding `psn` fails
+  void resend_from(uint32_t psn);
 
   // ---- memory access (memory_access.cc)
   // Copies between local SGEs and a flat buffer at `offset` into the SGE

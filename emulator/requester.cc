@@ -11,7 +11,8 @@ namespace {
 using packet::Opcode;
 
 // Unacknowledged packets the requester lets fly before it waits for ACKs.
-constexpr uint32_t kMaxPacketsInFlight = 1024;
+// Kept modest: go back N resends up to this many after one loss.
+constexpr uint32_t kMaxPacketsInFlight = 256;
 // Within a long message, ask for an ACK this often so the window keeps
 // moving (the responder acknowledges only where AckReq is set).
 constexpr uint32_t kAckRequestInterval = kMaxPacketsInFlight / 4;

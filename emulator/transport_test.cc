@@ -622,6 +622,48 @@ TEST_F(Transport, PingPongSurvivesRandomLoss) {
   EXPECT_GT(ca.duplicate_requests + cb.duplicate_requests, 0u);
 }
 
+// IBTA 9.7.5.1.x: an ACK for a request behind a READ whose response was lost
+// tells the requester the response is gone (an implied NAK): it asks again.
+TEST_F(Transport, LostReadResponseIsRecoveredByTheAckBehindIt) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14);
+  fill(b.buffer, 4);
+  Sge r{reinterpret_cast<uint64_t>(b.buffer.data()) + 2048, 64, b.mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({1, {&r, 1}}), 0);
+  drop_ = [](size_t, const packet::DecodedPacket& p) {
+    static int responses = 0;
+    return p.headers.bth.opcode == Opcode::kRcReadResponseOnly && ++responses == 1;
+  };
+  Sge rs{reinterpret_cast<uint64_t>(a.buffer.data()), 100, a.mr->lkey()};
+  SendRequest rd;
+  rd.wr_id = 1;
+  rd.opcode = WrOpcode::kRdmaRead;
+  rd.flags = kWrSignaled;
+  rd.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data());
+  rd.rkey = b.mr->rkey();
+  rd.sges = {&rs, 1};
+  ASSERT_EQ(a.qp->post_send(rd), 0);
+  Sge ss{reinterpret_cast<uint64_t>(a.buffer.data()) + 1024, 8, a.mr->lkey()};
+  SendRequest send;
+  send.wr_id = 2;
+  send.opcode = WrOpcode::kSend;
+  send.flags = kWrSignaled;
+  send.sges = {&ss, 1};
+  ASSERT_EQ(a.qp->post_send(send), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c)) << "no timeout needed";
+  EXPECT_EQ(c.wr_id, 1u);
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(b.buffer.begin(), b.buffer.begin() + 100, a.buffer.begin()));
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 2u);
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(a.qp->counters().implied_naks, 1u);
+  EXPECT_EQ(a.qp->counters().retransmit_timeouts, 0u);
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(b.recv_cq->poll(std::span<Completion>(&c, 1)), 0) << "SEND delivered twice";
+}
+
 TEST_F(Transport, IllegalTransitionChangesNothing) {
   Endpoint a = make_endpoint(64);
   QpAttributes attr;

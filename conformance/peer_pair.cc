@@ -1,0 +1,59 @@
+#include "conformance/peer_pair.h"
+
+namespace softverbs::conformance {
+
+PeerOutcome run_connected_pair(const PairOptions& options, const PairBody& body) {
+  return run_with_forked_peer(
+      serve_endpoint,
+      [&](PeerChannel& channel) {
+        RemoteEndpoint remote(channel);
+        Endpoint local;
+        ASSERT_EQ(0, local.open(options.local)) << "open the local endpoint";
+        EndpointInfo remote_info;
+        Errno err = remote.open(options.remote, remote_info);
+        ASSERT_EQ(0, err) << "open the peer's endpoint: " << remote.why();
+        // The peer first: a QP that sends must find its peer at least in RTR.
+        err = remote.connect(local.info(), options.remote_params, options.remote_final_state);
+        ASSERT_EQ(0, err) << "connect the peer's QP: " << remote.why();
+        err = local.connect(remote_info, options.local_params, options.local_final_state);
+        ASSERT_EQ(0, err) << "connect the local QP: " << describe_errno(err);
+        body(local, remote, remote_info);
+      },
+      options.deadline);
+}
+
+void with_connected_pair(const PairOptions& options, const PairBody& body) {
+  const PeerOutcome peer = run_connected_pair(options, body);
+  EXPECT_TRUE(peer.passed) << "peer process: " << peer.message;
+}
+
+PairOptions symmetric_options(const RcParameters& params, ibv_qp_type qp_type) {
+  PairOptions options;
+  options.local.qp_type = options.remote.qp_type = qp_type;
+  options.local.psn = 0xfffff0;  // close to 2^24: long runs cross the PSN wrap
+  options.remote.psn = 0x000200;
+  options.local_params = options.remote_params = params;
+  return options;
+}
+
+void expect_completion(const ibv_wc& wc, uint64_t wr_id, ibv_wc_status status,
+                       const std::string& what) {
+  EXPECT_EQ(wr_id, wc.wr_id) << what << ": " << describe_completion(wc);
+  EXPECT_EQ(status, wc.status) << what << ": expected " << ibv_wc_status_str(status) << ", got "
+                               << describe_completion(wc);
+}
+
+const char* qp_state_name(ibv_qp_state state) {
+  switch (state) {
+    case IBV_QPS_RESET: return "RESET";
+    case IBV_QPS_INIT: return "INIT";
+    case IBV_QPS_RTR: return "RTR";
+    case IBV_QPS_RTS: return "RTS";
+    case IBV_QPS_SQD: return "SQD";
+    case IBV_QPS_SQE: return "SQE";
+    case IBV_QPS_ERR: return "ERR";
+    default: return "UNKNOWN";
+  }
+}
+
+}  // namespace softverbs::conformance
