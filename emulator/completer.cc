@@ -124,6 +124,7 @@ uint32_t acknowledge_before(QpImpl& qp, uint32_t psn) {
 void advance_una(QpImpl& qp, uint32_t psn) {
   if (packet::psn_diff(psn, qp.una_psn) <= 0) return;
   qp.una_psn = psn;
+  qp.resend_pending = false;
   // Forward progress restarts the retry budget (IBTA 9.7.6.1.3).
   qp.retries_left = qp.attr.retry_cnt;
   qp.retransmit_deadline_ns = 0;
@@ -134,7 +135,12 @@ void advance_una(QpImpl& qp, uint32_t psn) {
 
 void QpImpl::resend_from(uint32_t psn) {
   // A NAK or an implied NAK: go back N, counting it against retry_cnt
-  // like a timeout (IBTA 9.7.5.2.2).
+  // like a timeout (IBTA 9.7.5.2.2). Responses to the packets sent before
+  // the rewind keep arriving and imply the same loss again: one rewind per
+  // lost PSN is enough, the timer covers a lost retransmission.
+  if (resend_pending && psn == resend_psn) return;
+  resend_pending = true;
+  resend_psn = psn;
   if (retries_left == 0) return fail_send(WcStatus::kRetryExcErr);
   --retries_left;
   rewind_to(psn);
@@ -290,6 +296,8 @@ void QpImpl::on_timer(uint64_t now_ns) {
         fail_send(WcStatus::kRetryExcErr);
       } else {
         --retries_left;
+        resend_pending = true;
+        resend_psn = una_psn;
         rewind_to(una_psn);
         requester_run();
       }

@@ -261,6 +261,7 @@ void QpImpl::reset() {
   reads_outstanding = 0;
   npsn = una_psn = psn_high = epsn = msn = 0;
   uc_dropping = false;
+  resend_pending = false;
   for (auto& r : atomic_results) r = AtomicResult{};
   nak_sent = recv_in_progress = write_in_progress = comm_established = false;
   peer_routable = false;

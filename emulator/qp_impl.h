@@ -114,6 +114,8 @@ struct QpImpl {
   uint64_t retransmit_deadline_ns = 0;  // 0: not armed
   uint64_t rnr_deadline_ns = 0;         // 0: not waiting
   uint8_t retries_left = 0;
+  bool resend_pending = false;  // went back to resend_psn; no progress since
+  uint32_t resend_psn = 0;
   uint8_t rnr_retries_left = 0;
   bool sq_drained_notify = false;
 
