@@ -29,10 +29,6 @@ constexpr uint64_t qp_key(uint32_t device_index, uint32_t qpn) {
 // The longest the progress thread sleeps with nothing to do: bounds how late
 // it notices a timer armed by another thread.
 constexpr uint64_t kIdleSleepNs = 50'000'000;
-// An application that polled this recently is taken to be polling still.
-constexpr uint64_t kApplicationActiveNs = 2'000'000;
-// How often the progress thread looks in while the application polls.
-constexpr uint64_t kBackgroundCheckNs = 1'000'000;
 
 class RegistryQpnSource final : public QpnSource {
  public:
@@ -272,15 +268,6 @@ void Engine::progress_thread_main() {
       continue;
     }
     uint64_t now = clock_->now_ns();
-    const uint64_t last_app = last_application_progress_ns_.load(std::memory_order_relaxed);
-    if (now - last_app < kApplicationActiveNs) {
-      // Nap without telling senders we sleep: they need not ring for us.
-      uint64_t nap = kBackgroundCheckNs;
-      if (deadline != UINT64_MAX) nap = deadline > now ? std::min(nap, deadline - now) : 0;
-      timespec ts{0, static_cast<long>(nap)};
-      if (nap) nanosleep(&ts, nullptr);
-      continue;
-    }
     uint64_t sleep = kIdleSleepNs;
     if (deadline != UINT64_MAX) sleep = deadline > now ? std::min(sleep, deadline - now) : 0;
     if (sleep) {

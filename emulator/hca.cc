@@ -201,7 +201,6 @@ void Cq::Impl::push(const Completion& completion, bool solicited) {
 }
 
 int Cq::poll(std::span<Completion> out) {
-  impl_->engine->note_application_progress();
   std::lock_guard lock(impl_->engine->mutex());
   if (impl_->size() < out.size()) impl_->engine->progress_locked();
   if (impl_->overflowed) return -1;
