@@ -11,8 +11,10 @@ uint64_t SteadyClock::now_ns() const {
 }
 
 SteadyClock& SteadyClock::instance() {
-  static SteadyClock clock;
-  return clock;
+  // Never destroyed: the progress thread may read the clock while static
+  // objects are being torn down at exit.
+  static SteadyClock* clock = new SteadyClock;
+  return *clock;
 }
 
 }  // namespace softverbs

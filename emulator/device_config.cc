@@ -65,8 +65,10 @@ Catalog build_catalog() {
 }
 
 const Catalog& catalog() {
-  static const Catalog instance = build_catalog();
-  return instance;
+  // Never destroyed: the progress thread routes frames with it while static
+  // objects are being torn down at exit.
+  static const Catalog* instance = new Catalog(build_catalog());
+  return *instance;
 }
 
 }  // namespace

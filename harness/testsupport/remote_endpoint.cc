@@ -72,6 +72,7 @@ std::string as_bytes(const std::vector<ibv_wc>& completions) {
 
 void from_bytes(const std::string& bytes, std::vector<ibv_wc>& out) {
   const size_t count = bytes.size() / sizeof(ibv_wc);
+  if (count == 0) return;  // out.data() may be null: memcpy forbids that
   const size_t first = out.size();
   out.resize(first + count);
   std::memcpy(out.data() + first, bytes.data(), count * sizeof(ibv_wc));

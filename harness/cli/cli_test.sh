@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Checks the softverbs CLI from the outside: exit statuses and messages of
+# misuse, the device table, and the environment `run` gives a program.
+# Usage: cli_test.sh PATH/TO/softverbs
+set -uo pipefail
+
+cli=${1:?usage: cli_test.sh PATH/TO/softverbs}
+[[ -x $cli ]] || { echo "not executable: $cli" >&2; exit 2; }
+
+# The checks below set what they need; nothing from the caller's environment.
+unset SOFTVERBS_DEVICES SOFTVERBS_LINK_LAYER SOFTVERBS_LIBRARY LD_PRELOAD
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+failures=0
+checks=0
+out="$scratch/out"
+err="$scratch/err"
+
+fail() {
+  echo "FAIL: $*"
+  echo "  stdout: $(head -c 2000 "$out")"
+  echo "  stderr: $(head -c 2000 "$err")"
+  failures=$((failures + 1))
+}
+
+# run_cli: runs the CLI (with the given extra environment via `env`), keeps
+# its status in $status and its streams in $out / $err.
+run_cli() {
+  env "$@" >"$out" 2>"$err" </dev/null
+  status=$?
+}
+
+# expect STATUS STREAM REGEX DESCRIPTION
+expect() {
+  local want=$1 stream=$2 pattern=$3 what=$4
+  checks=$((checks + 1))
+  if [[ $status -ne $want ]]; then
+    fail "$what: exit status $status, expected $want"
+  elif [[ -n $pattern ]] && ! grep -Eq -- "$pattern" "$stream"; then
+    fail "$what: $(basename "$stream") does not match /$pattern/"
+  fi
+}
+
+# --- help and misuse -------------------------------------------------------
+run_cli "$cli"
+expect 2 "$err" 'no command given' "no arguments"
+expect 2 "$err" 'usage: softverbs COMMAND' "no arguments shows usage"
+
+for help in --help -h help; do
+  run_cli "$cli" $help
+  expect 0 "$out" 'softverbs run \[--devices N\] -- PROGRAM|run \[--devices N\] -- PROGRAM' "$help"
+  expect 0 "$out" 'devices' "$help lists devices"
+  expect 0 "$out" 'planned.*capture' "$help names the planned commands"
+  expect 0 "$out" 'fault \[--pid PID\]' "$help lists fault"
+done
+
+run_cli "$cli" help run
+expect 0 "$out" '^usage: softverbs run ' "help run"
+run_cli "$cli" run --help
+expect 0 "$out" '^usage: softverbs run ' "run --help"
+run_cli "$cli" help devices
+expect 0 "$out" '^usage: softverbs devices' "help devices"
+run_cli "$cli" help nonsense
+expect 2 "$err" "no command named 'nonsense'" "help of an unknown command"
+
+run_cli "$cli" frobnicate
+expect 2 "$err" "unknown command 'frobnicate'" "unknown command"
+expect 2 "$err" 'usage: softverbs COMMAND' "unknown command shows usage"
+
+run_cli "$cli" capture
+expect 2 "$err" "'capture' is planned but not built yet" "planned command capture"
+
+# --- control requests: misuse, and no program to talk to -----------------
+ctl_env=(SOFTVERBS_SHM_PREFIX="svcli$$")
+run_cli "${ctl_env[@]}" "$cli" stats
+expect 1 "$err" 'no running program uses softverbs' "stats with no program running"
+run_cli "${ctl_env[@]}" "$cli" stats --pid
+expect 2 "$err" '--pid needs a process id' "stats --pid without a value"
+run_cli "${ctl_env[@]}" "$cli" stats --pid abc
+expect 2 "$err" "'abc' is not a process id" "stats --pid not a number"
+run_cli "${ctl_env[@]}" "$cli" stats --pid 1
+expect 1 "$err" 'has no softverbs control socket' "stats of a process without softverbs"
+run_cli "${ctl_env[@]}" "$cli" fault frob
+expect 2 "$err" "unknown request 'frob'" "fault with an unknown request"
+run_cli "${ctl_env[@]}" "$cli" fault set
+expect 2 "$err" 'no plan given' "fault set without a plan"
+run_cli "${ctl_env[@]}" "$cli" port softverbs0 sideways
+expect 2 "$err" 'up or down' "port with a bad state"
+run_cli "${ctl_env[@]}" "$cli" rnr
+expect 2 "$err" 'say off, all or a QPN' "rnr without an argument"
+run_cli "$cli" help fault
+expect 0 "$out" '^usage: softverbs stats' "help fault"
+
+run_cli "$cli" run
+expect 2 "$err" "missing '--'" "run without --"
+expect 2 "$err" 'softverbs run -- PROGRAM' "run without -- says what to type"
+
+run_cli "$cli" run ibv_devinfo -v
+expect 2 "$err" "missing '--' before the program" "run PROGRAM without --"
+expect 2 "$err" 'type: softverbs run -- ibv_devinfo -v' "run PROGRAM without -- suggests the command"
+
+run_cli "$cli" run --
+expect 2 "$err" "no program after '--'" "run -- with no program"
+
+run_cli "$cli" run --verbose -- true
+expect 2 "$err" "unknown option '--verbose'" "run with an unknown option"
+
+run_cli "$cli" run --devices
+expect 2 "$err" '--devices needs a number' "run --devices without a value"
+
+run_cli SOFTVERBS_LIBRARY=/bin/true "$cli" run --devices 99 -- true
+expect 2 "$err" "SOFTVERBS_DEVICES='99'" "run --devices out of range"
+
+run_cli SOFTVERBS_LIBRARY=/bin/true "$cli" run --devices=two -- true
+expect 2 "$err" "SOFTVERBS_DEVICES='two'" "run --devices=not-a-number"
+
+run_cli "$cli" devices --all
+expect 2 "$err" "unexpected argument '--all'" "devices with an unknown argument"
+
+# --- devices ---------------------------------------------------------------
+run_cli SOFTVERBS_DEVICES= "$cli" devices
+expect 0 "$out" '^device +node GUID +link layer +LID +GID\[0\]' "devices header"
+expect 0 "$out" '^softverbs0 ' "devices lists softverbs0"
+rows=$(grep -c '^softverbs' "$out")
+checks=$((checks + 1))
+[[ $rows -eq 1 ]] || fail "default device count: $rows rows, expected 1"
+
+# The GID 0 of an InfiniBand port is fe80::/64 followed by the node GUID.
+checks=$((checks + 1))
+while read -r name guid link lid gid; do
+  [[ $link == InfiniBand ]] || fail "$name: link layer $link, expected InfiniBand"
+  [[ $gid == "fe80:0000:0000:0000:$guid" ]] || fail "$name: GID0 $gid does not carry GUID $guid"
+  [[ $lid =~ ^0x[0-9a-f]{4}$ && $lid != 0x0000 ]] || fail "$name: LID $lid is not a unicast LID"
+done < <(grep '^softverbs' "$out")
+
+run_cli SOFTVERBS_DEVICES=3 "$cli" devices
+expect 0 "$out" '^softverbs2 ' "SOFTVERBS_DEVICES=3 lists softverbs2"
+checks=$((checks + 1))
+distinct() { grep '^softverbs' "$out" | awk -v c="$1" '{print $c}' | sort -u | wc -l; }
+[[ $(distinct 1) -eq 3 && $(distinct 2) -eq 3 && $(distinct 4) -eq 3 ]] ||
+  fail "three devices must have three names, GUIDs and LIDs"
+
+run_cli "$cli" devices --devices 2
+expect 0 "$out" '^softverbs1 ' "devices --devices 2"
+checks=$((checks + 1))
+[[ $(grep -c '^softverbs' "$out") -eq 2 ]] || fail "devices --devices 2 shows other than 2 rows"
+
+run_cli SOFTVERBS_DEVICES=0 "$cli" devices
+expect 0 "$out" 'no soft devices' "SOFTVERBS_DEVICES=0"
+
+run_cli SOFTVERBS_DEVICES=many "$cli" devices
+expect 2 "$err" "SOFTVERBS_DEVICES='many'" "bad SOFTVERBS_DEVICES"
+
+run_cli SOFTVERBS_LINK_LAYER=token-ring "$cli" devices
+expect 2 "$err" "SOFTVERBS_LINK_LAYER='token-ring'" "bad SOFTVERBS_LINK_LAYER"
+
+# --- run: finding the library, LD_PRELOAD, exec ---------------------------
+# A stand-in for libsoftverbs.so that is a real shared object, so ld.so loads
+# it without complaint: a copy of the C math library the CLI itself uses.
+libm=$(ldd "$cli" | awk '$1 ~ /^libm\.so/ {print $3}')
+if [[ ! -f $libm ]]; then
+  echo "cannot find libm next to the CLI; ldd says:"; ldd "$cli"
+  exit 1
+fi
+mkdir -p "$scratch/lib"
+stand_in="$scratch/lib/libsoftverbs.so"
+cp "$libm" "$stand_in"
+
+run_cli SOFTVERBS_LIBRARY="$stand_in" LD_PRELOAD= "$cli" run -- env
+expect 0 "$out" "^LD_PRELOAD=(.*:)?$stand_in\$" "run -- env preloads SOFTVERBS_LIBRARY"
+
+# A sanitizer build of the CLI itself only starts with its runtime first in
+# LD_PRELOAD, so an existing value keeps that in front.
+sanitizer_runtime=$(ldd "$cli" | awk '$1 ~ /^libasan\.so/ {print $3}')
+existing_prefix=${sanitizer_runtime:+$sanitizer_runtime:}
+
+run_cli SOFTVERBS_LIBRARY="$stand_in" LD_PRELOAD="$existing_prefix$libm" "$cli" run -- env
+expect 0 "$out" "^LD_PRELOAD=(.*:)?$stand_in:(.*:)?$libm\$" "run prepends to an existing LD_PRELOAD"
+
+run_cli SOFTVERBS_LIBRARY="$stand_in" LD_PRELOAD="$existing_prefix$stand_in" "$cli" run -- env
+checks=$((checks + 1))
+[[ $(grep '^LD_PRELOAD=' "$out" | grep -o "$stand_in" | wc -l) -eq 1 ]] ||
+  fail "run adds libsoftverbs.so twice when it is already preloaded"
+
+run_cli SOFTVERBS_LIBRARY="$stand_in" "$cli" run --devices 2 -- env
+expect 0 "$out" '^SOFTVERBS_DEVICES=2$' "run --devices 2 sets SOFTVERBS_DEVICES"
+
+run_cli SOFTVERBS_LIBRARY="$stand_in" "$cli" run -- sh -c 'exit 7'
+expect 7 "" "" "run passes the program's exit status through"
+
+run_cli SOFTVERBS_LIBRARY="$stand_in" "$cli" run -- /nonexistent/program
+expect 127 "$err" 'command not found' "run of a missing program"
+run_cli SOFTVERBS_LIBRARY="$stand_in" "$cli" run -- softverbs-no-such-program-on-path
+expect 127 "$err" 'softverbs-no-such-program-on-path: command not found' "run of a program not on PATH"
+run_cli SOFTVERBS_LIBRARY="$stand_in" "$cli" run -- "$scratch"
+expect 126 "$err" 'cannot run' "run of a directory"
+
+run_cli SOFTVERBS_LIBRARY="$scratch/missing.so" "$cli" run -- true
+expect 1 "$err" "SOFTVERBS_LIBRARY=$scratch/missing.so is not a file" "missing SOFTVERBS_LIBRARY"
+
+# A copy of the CLI with no library beside it must say how to build one.
+mkdir -p "$scratch/alone/bin"
+cp "$cli" "$scratch/alone/bin/softverbs"
+run_cli -u SOFTVERBS_LIBRARY "$scratch/alone/bin/softverbs" run -- true
+expect 1 "$err" 'libsoftverbs.so not found' "CLI without a library"
+expect 1 "$err" 'scripts/build.sh' "CLI without a library says how to build it"
+
+# The installed layout: <prefix>/bin/softverbs finds <prefix>/lib/libsoftverbs.so.
+mkdir -p "$scratch/alone/lib"
+cp "$stand_in" "$scratch/alone/lib/libsoftverbs.so"
+run_cli -u SOFTVERBS_LIBRARY LD_PRELOAD= "$scratch/alone/bin/softverbs" run -- env
+expect 0 "$out" "^LD_PRELOAD=(.*:)?$scratch/alone/lib/libsoftverbs.so\$" "installed layout"
+
+# In the build tree the real library sits at <build>/provider/libsoftverbs.so.
+cli_dir=$(cd "$(dirname "$cli")" && pwd)
+built_library=$(realpath -m "$cli_dir/../../provider/libsoftverbs.so")
+if [[ -f $built_library ]]; then
+  run_cli -u SOFTVERBS_LIBRARY LD_PRELOAD= "$cli" run -- env
+  expect 0 "$out" "^LD_PRELOAD=(.*:)?$built_library\$" "run -- env preloads the built libsoftverbs.so"
+else
+  echo "note: $built_library is not built; the build-tree lookup was not checked"
+fi
+
+echo "$checks checks, $failures failed"
+[[ $failures -eq 0 ]]

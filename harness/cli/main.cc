@@ -1,0 +1,59 @@
+// The softverbs command: one word picks the subcommand, the rest is its own.
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "harness/cli/control_command.h"
+#include "harness/cli/devices_command.h"
+#include "harness/cli/exit_codes.h"
+#include "harness/cli/run_command.h"
+#include "harness/cli/usage.h"
+
+namespace softverbs::cli {
+namespace {
+
+bool is_planned_command(std::string_view word) { return word == "capture"; }
+
+int help_command(std::span<char* const> args) {
+  if (args.empty()) {
+    print_usage(stdout);
+    return kExitSuccess;
+  }
+  const std::string_view topic = args[0];
+  if (topic == "run") {
+    print_run_usage(stdout);
+  } else if (topic == "devices") {
+    print_devices_usage(stdout);
+  } else if (topic == "stats" || topic == "fault" || topic == "port" || topic == "rnr") {
+    print_control_usage(stdout);
+  } else {
+    return usage_error("help: no command named '" + std::string(topic) + "'",
+                       "type: softverbs help [run|devices|stats|fault|port|rnr]");
+  }
+  return kExitSuccess;
+}
+
+int dispatch(std::span<char* const> words) {
+  if (words.empty()) return usage_error("no command given");
+  const std::string_view command = words[0];
+  const auto rest = words.subspan(1);
+  if (command == "run") return run_command(rest);
+  if (command == "devices") return devices_command(rest);
+  if (command == "stats") return stats_command(rest);
+  if (command == "fault") return fault_command(rest);
+  if (command == "port") return port_command(rest);
+  if (command == "rnr") return rnr_command(rest);
+  if (command == "help" || command == "--help" || command == "-h") return help_command(rest);
+  if (is_planned_command(command))
+    return usage_error("'" + std::string(command) + "' is planned but not built yet",
+                       "commands that exist: run, devices, stats, fault, port, rnr, help");
+  return usage_error("unknown command '" + std::string(command) + "'");
+}
+
+}  // namespace
+}  // namespace softverbs::cli
+
+int main(int argc, char** argv) {
+  return softverbs::cli::dispatch(std::span<char* const>(argv + 1, argc > 0 ? argc - 1 : 0));
+}

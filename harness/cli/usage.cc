@@ -1,0 +1,96 @@
+#include "harness/cli/usage.h"
+
+#include "harness/cli/exit_codes.h"
+
+namespace softverbs::cli {
+
+void print_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs COMMAND [ARGS...]\n"
+      "\n"
+      "Runs unmodified libibverbs programs on software-emulated RDMA devices.\n"
+      "\n"
+      "commands:\n"
+      "  run [--devices N] -- PROGRAM [ARGS...]\n"
+      "                 run PROGRAM with libsoftverbs.so preloaded, so its verbs\n"
+      "                 calls reach the soft devices (softverbs0, softverbs1, ...)\n"
+      "  devices [--devices N]\n"
+      "                 list the soft devices: name, node GUID, link layer, LID, GID 0\n"
+      "  stats [--pid PID]\n"
+      "                 protocol, wire and fault counters of running programs\n"
+      "  fault [--pid PID] show | clear | set 'PLAN' | set --file FILE\n"
+      "                 inject drops, duplicates, reordering, delay, corruption\n"
+      "                 into a running program's wire (docs/faults.md)\n"
+      "  port [--pid PID] DEVICE up|down\n"
+      "                 take a soft port down or up (IBV_EVENT_PORT_ERR/ACTIVE)\n"
+      "  rnr [--pid PID] off|all|QPN\n"
+      "                 answer every SEND with an RNR NAK (all QPs or one)\n"
+      "  help [COMMAND] show this text, or the text of one command\n"
+      "\n"
+      "planned, not built yet: capture (packets to pcap)\n"
+      "\n"
+      "environment:\n"
+      "  SOFTVERBS_DEVICES     number of soft devices, 0..16 (default 1)\n"
+      "  SOFTVERBS_LINK_LAYER  ib (default)\n"
+      "  SOFTVERBS_SHM_PREFIX  name prefix of the /dev/shm segments (default softverbs)\n"
+      "  SOFTVERBS_LIBRARY     path of libsoftverbs.so, if not next to this program\n"
+      "  SOFTVERBS_FAULTS      fault plan applied from the start (docs/faults.md)\n"
+      "  SOFTVERBS_FAULTS_FILE file holding a fault plan\n"
+      "\n"
+      "example: softverbs run -- ibv_devinfo -v\n",
+      out);
+}
+
+void print_run_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs run [--devices N] -- PROGRAM [ARGS...]\n"
+      "\n"
+      "Starts PROGRAM with libsoftverbs.so added in front of LD_PRELOAD. PROGRAM's\n"
+      "exit status is softverbs's; 127 when PROGRAM is not found.\n"
+      "\n"
+      "  --devices N   number of soft devices PROGRAM sees (sets SOFTVERBS_DEVICES)\n"
+      "\n"
+      "example: softverbs run -- ibv_rc_pingpong -d softverbs0\n",
+      out);
+}
+
+void print_devices_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs devices [--devices N]\n"
+      "\n"
+      "Lists the soft devices that programs started with `softverbs run` see.\n"
+      "\n"
+      "  --devices N   list N devices instead of SOFTVERBS_DEVICES (default 1)\n",
+      out);
+}
+
+void print_control_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs stats [--pid PID]...\n"
+      "       softverbs fault [--pid PID] show | clear | set 'PLAN' | set --file FILE\n"
+      "       softverbs port [--pid PID] DEVICE up|down\n"
+      "       softverbs rnr [--pid PID] off|all|QPN\n"
+      "\n"
+      "Talks to programs running under softverbs (as this user, with the same\n"
+      "SOFTVERBS_SHM_PREFIX) through their control sockets. Without --pid, stats\n"
+      "asks every such program; the others need --pid when more than one runs.\n"
+      "\n"
+      "examples:\n"
+      "  softverbs fault --pid 1234 set 'seed=7; drop:p=0.01'\n"
+      "  softverbs stats --pid 1234 | grep retransmitted\n"
+      "  softverbs port --pid 1234 softverbs0 down\n",
+      out);
+}
+
+int usage_error(std::string_view problem, std::string_view hint) {
+  std::fprintf(stderr, "softverbs: %.*s\n", static_cast<int>(problem.size()), problem.data());
+  if (hint.empty()) {
+    std::fputs("\n", stderr);
+    print_usage(stderr);
+  } else {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(hint.size()), hint.data());
+  }
+  return kExitUsage;
+}
+
+}  // namespace softverbs::cli

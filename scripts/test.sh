@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs every test softverbs has, as CI does: installs what is missing, builds
+# the normal tree (build/) and runs its ctest suite, builds the
+# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/) and runs
+# the same suite there, then fuzzes the packet parser for a bounded time.
+# Exits non-zero if any step fails; every step runs even after a failure.
+#
+# Usage: scripts/test.sh
+#   SOFTVERBS_FUZZ_SECONDS  fuzzing time (default 60; 0 skips fuzzing)
+#   SOFTVERBS_SKIP_SANITIZE=1  skip the sanitizer build and its tests
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+
+results=()
+overall=0
+started=$SECONDS
+
+# step NAME COMMAND...: runs a step, records its result and duration.
+step() {
+  local name=$1 begin=$SECONDS status
+  shift
+  echo
+  echo "=== $name"
+  "$@"
+  status=$?
+  local took=$((SECONDS - begin))
+  if ((status == 0)); then
+    results+=("ok      $name (${took}s)")
+  else
+    results+=("FAILED  $name (${took}s, status $status)")
+    overall=1
+  fi
+  return $status
+}
+
+run_ctest() {
+  ctest --test-dir "$1" --output-on-failure --no-tests=error --timeout 1800
+}
+
+if ! step "setup" bash scripts/setup.sh; then
+  echo "test: cannot go on without the packages"
+  exit 1
+fi
+
+if step "build (build/)" bash scripts/build.sh "$root/build"; then
+  step "ctest (build/)" run_ctest "$root/build"
+fi
+
+if [[ ${SOFTVERBS_SKIP_SANITIZE:-0} != 1 ]]; then
+  if step "build with ASan+UBSan (build-asan/)" bash scripts/build.sh --sanitize "$root/build-asan"; then
+    step "ctest with ASan+UBSan (build-asan/)" run_ctest "$root/build-asan"
+  fi
+fi
+
+fuzz_seconds=${SOFTVERBS_FUZZ_SECONDS:-60}
+if [[ -f scripts/fuzz-packet.sh && $fuzz_seconds != 0 ]]; then
+  step "fuzz the packet parser (${fuzz_seconds}s)" bash scripts/fuzz-packet.sh "$fuzz_seconds"
+fi
+
+# Every softverbs process removes its shared-memory segments when the last
+# one goes; what the tests' prefixes left behind is worth a look.
+leftovers=$(find /dev/shm -maxdepth 1 \( -name "svctest-$(id -u)-*" -o -name "svutils-$(id -u)-*" \) 2>/dev/null)
+if [[ -n $leftovers ]]; then
+  echo
+  echo "note: segments left in /dev/shm by the test runs (or by another run still going):"
+  echo "$leftovers" | sed 's/^/  /'
+fi
+
+echo
+echo "=== summary ($((SECONDS - started))s)"
+printf '%s\n' "${results[@]}"
+exit $overall
