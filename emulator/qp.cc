@@ -205,15 +205,7 @@ Errno QpImpl::post_recv(const RecvRequest& wr) {
   for (const Sge& s : wr.sges) r.length += s.length;
   std::copy(wr.sges.begin(), wr.sges.end(), rq_sges_at(rq_tail));
   ++rq_tail;
-  if (attr.state == QpState::kErr) {
-    Completion c;
-    c.wr_id = r.wr_id;
-    c.status = WcStatus::kWrFlushErr;
-    c.opcode = WcOpcode::kRecv;
-    c.qp_num = qpn;
-    ++rq_head;
-    recv_cq->impl().push(c, false);
-  }
+  if (attr.state == QpState::kErr) fail_receive(WcStatus::kWrFlushErr);
   return 0;
 }
 
@@ -229,16 +221,7 @@ void QpImpl::enter_error() {
   }
   retire_completed();
   sq_next = sq_tail;
-  while (rq_head != rq_tail) {
-    RecvWqe& r = rq_at(rq_head);
-    Completion c;
-    c.wr_id = r.wr_id;
-    c.status = WcStatus::kWrFlushErr;
-    c.opcode = WcOpcode::kRecv;
-    c.qp_num = qpn;
-    ++rq_head;
-    recv_cq->impl().push(c, false);
-  }
+  while (rq_head != rq_tail) fail_receive(WcStatus::kWrFlushErr);
   recv_in_progress = write_in_progress = false;
 }
 

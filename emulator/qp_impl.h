@@ -162,6 +162,10 @@ struct QpImpl {
   void receive(const packet::DecodedPacket& pkt);
   void send_ack(uint32_t psn, uint8_t syndrome);
   void receive_uc(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info);
+  // The receive WQE at the head completes: successfully with the message
+  // just received, or in error (which also serves flushing).
+  void complete_receive(const packet::Headers& h, bool is_send, bool has_imm);
+  void fail_receive(WcStatus status);
   void execute_atomic(const packet::Headers& h, const packet::OpcodeInfo& info);
 
   // ---- completer (completer.cc)

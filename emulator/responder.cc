@@ -137,26 +137,12 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
       if (recv_offset + pkt.payload.size() > r.length) {
         // The message does not fit the receive buffer: the receive completes
         // with a length error and the requester gets Invalid Request.
-        Completion c;
-        c.wr_id = r.wr_id;
-        c.status = WcStatus::kLocLenErr;
-        c.opcode = WcOpcode::kRecv;
-        c.qp_num = qpn;
-        ++rq_head;
-        recv_in_progress = false;
-        recv_cq->impl().push(c, false);
+        fail_receive(WcStatus::kLocLenErr);
         return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
       }
       WcStatus st = scatter(rq_sges_at(rq_head), r.num_sge, recv_offset, pkt.payload);
       if (st != WcStatus::kSuccess) {
-        Completion c;
-        c.wr_id = r.wr_id;
-        c.status = st;
-        c.opcode = WcOpcode::kRecv;
-        c.qp_num = qpn;
-        ++rq_head;
-        recv_in_progress = false;
-        recv_cq->impl().push(c, false);
+        fail_receive(st);
         return fatal_nak(aeth::kNakRemoteOperationalError, AsyncEventType::kQpFatal);
       }
       recv_offset += pkt.payload.size();
@@ -247,25 +233,7 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
   ++msn;
   const bool has_imm = info.headers & packet::kHdrImmDt;
   if (info.operation == Operation::kSend || has_imm) {
-    RecvWqe& r = rq_at(rq_head);
-    Completion c;
-    c.wr_id = r.wr_id;
-    c.status = WcStatus::kSuccess;
-    c.opcode = info.operation == Operation::kSend ? WcOpcode::kRecv : WcOpcode::kRecvRdmaWithImm;
-    c.byte_len = info.operation == Operation::kSend ? static_cast<uint32_t>(recv_offset)
-                                                    : static_cast<uint32_t>(write_length);
-    c.qp_num = qpn;
-    c.src_qp = attr.dest_qp_num;
-    c.slid = h.lrh.slid;
-    c.sl = h.lrh.sl;
-    if (has_imm) {
-      c.imm_data = h.imm_data;
-      c.wc_flags |= kWcWithImm;
-    }
-    if (pkt.headers.has_grh) c.wc_flags |= kWcGrh;
-    ++rq_head;
-    recv_in_progress = false;
-    recv_cq->impl().push(c, h.bth.solicited);
+    complete_receive(h, info.operation == Operation::kSend, has_imm);
   }
   send_ack(h.bth.psn, aeth::ack());
 }
@@ -304,15 +272,8 @@ void QpImpl::receive_uc(const packet::DecodedPacket& pkt, const packet::OpcodeIn
     if (recv_offset + pkt.payload.size() > r.length ||
         scatter(rq_sges_at(rq_head), r.num_sge, recv_offset, pkt.payload) != WcStatus::kSuccess) {
       // A receive error completes the WQE in error and the QP fails.
-      Completion c;
-      c.wr_id = r.wr_id;
-      c.status = recv_offset + pkt.payload.size() > r.length ? WcStatus::kLocLenErr
-                                                             : WcStatus::kLocProtErr;
-      c.opcode = WcOpcode::kRecv;
-      c.qp_num = qpn;
-      ++rq_head;
-      recv_in_progress = false;
-      recv_cq->impl().push(c, false);
+      fail_receive(recv_offset + pkt.payload.size() > r.length ? WcStatus::kLocLenErr
+                                                               : WcStatus::kLocProtErr);
       raise(AsyncEventType::kQpFatal);
       enter_error();
       return;
@@ -337,6 +298,10 @@ void QpImpl::receive_uc(const packet::DecodedPacket& pkt, const packet::OpcodeIn
   const bool is_send = info.operation == Operation::kSend;
   recv_in_progress = write_in_progress = false;
   if (!is_send && !has_imm) return;
+  complete_receive(h, is_send, has_imm);
+}
+
+void QpImpl::complete_receive(const packet::Headers& h, bool is_send, bool has_imm) {
   RecvWqe& r = rq_at(rq_head);
   Completion c;
   c.wr_id = r.wr_id;
@@ -352,7 +317,20 @@ void QpImpl::receive_uc(const packet::DecodedPacket& pkt, const packet::OpcodeIn
   }
   if (h.has_grh) c.wc_flags |= kWcGrh;
   ++rq_head;
+  recv_in_progress = false;
   recv_cq->impl().push(c, h.bth.solicited);
+}
+
+void QpImpl::fail_receive(WcStatus status) {
+  RecvWqe& r = rq_at(rq_head);
+  Completion c;
+  c.wr_id = r.wr_id;
+  c.status = status;
+  c.opcode = WcOpcode::kRecv;
+  c.qp_num = qpn;
+  ++rq_head;
+  recv_in_progress = false;
+  recv_cq->impl().push(c, false);
 }
 
 }  // namespace softverbs
