@@ -101,24 +101,31 @@ void QpImpl::fail_send(WcStatus status) {
 
 namespace {
 
+// What a response says about the requests before `psn`.
+struct Acknowledgement {
+  uint32_t acked;  // everything before this PSN is done
+  bool implied_nak;  // a READ/atomic was passed over: resend from `acked`
+};
+
 // Everything before `psn` is acknowledged (explicitly or implicitly): retires
-// the SEND/WRITE WQEs that end before it. A READ or atomic needs its own
-// response; if the responder has moved past one whose responses did not all
-// arrive, they were lost: returns where to resend from (its next missing
-// response PSN, an "implied NAK", IBTA 9.7.5.1.x). Else returns `psn`.
-uint32_t acknowledge_before(QpImpl& qp, uint32_t psn) {
+// the SEND/WRITE WQEs that end before it. A READ or atomic is done only by
+// its own responses, so acknowledgement stops at its first missing response;
+// if the responder has moved past it, those responses were lost (an "implied
+// NAK", IBTA 9.7.5.1.x).
+Acknowledgement acknowledge_before(QpImpl& qp, uint32_t psn) {
   for (uint64_t n = qp.sq_head; n != qp.sq_tail; ++n) {
     SendWqe& w = qp.sq_at(n);
     if (w.done) continue;
     if (!w.started) break;
     if (qp.is_rd_atomic(w)) {
-      if (packet::psn_diff(w.last_psn, psn) < 0) return w.next_response_psn;
+      if (packet::psn_diff(w.last_psn, psn) < 0) return {w.next_response_psn, true};
+      if (packet::psn_diff(w.next_response_psn, psn) < 0) return {w.next_response_psn, false};
       break;
     }
     if (packet::psn_diff(w.last_psn, psn) >= 0) break;
     qp.complete_send(w, WcStatus::kSuccess);
   }
-  return psn;
+  return {psn, false};
 }
 
 void advance_una(QpImpl& qp, uint32_t psn) {
@@ -160,11 +167,13 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(h.bth.opcode));
 
   if (info.operation == packet::Operation::kAtomicAcknowledge) {
-    if (uint32_t acked = acknowledge_before(*this, psn); acked != psn) {
+    const Acknowledgement ack = acknowledge_before(*this, psn);
+    // Whatever becomes of this response, everything before it is done.
+    advance_una(*this, ack.acked);
+    retire_completed();
+    if (ack.implied_nak) {
       ++counters.implied_naks;
-      advance_una(*this, acked);
-      retire_completed();
-      return resend_from(acked);
+      return resend_from(ack.acked);
     }
     for (uint64_t n = sq_head; n != sq_tail; ++n) {
       SendWqe& w = sq_at(n);
@@ -189,11 +198,13 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   }
 
   if (info.operation == packet::Operation::kReadResponse) {
-    if (uint32_t acked = acknowledge_before(*this, psn); acked != psn) {
+    const Acknowledgement ack = acknowledge_before(*this, psn);
+    // Whatever becomes of this response, everything before it is done.
+    advance_una(*this, ack.acked);
+    retire_completed();
+    if (ack.implied_nak) {
       ++counters.implied_naks;
-      advance_una(*this, acked);
-      retire_completed();
-      return resend_from(acked);
+      return resend_from(ack.acked);
     }
     // The oldest incomplete WQE must be the READ these responses belong to.
     SendWqe* w = nullptr;
@@ -237,27 +248,25 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   if (info.operation != packet::Operation::kAcknowledge) return;
   switch (aeth::kind(h.aeth.syndrome)) {
     case aeth::Kind::kAck: {
-      const uint32_t next = packet::psn_add(psn, 1);
-      const uint32_t acked = acknowledge_before(*this, next);
-      advance_una(*this, acked);
+      const Acknowledgement ack = acknowledge_before(*this, packet::psn_add(psn, 1));
+      advance_una(*this, ack.acked);
       retire_completed();
-      if (acked != next) {
+      if (ack.implied_nak) {
         ++counters.implied_naks;
-        return resend_from(acked);
+        return resend_from(ack.acked);
       }
       requester_run();
       return;
     }
-    case aeth::Kind::kRnrNak:
+    case aeth::Kind::kRnrNak: {
       ++counters.rnr_naks_received;
-      if (uint32_t acked = acknowledge_before(*this, psn); acked != psn) {
-        ++counters.implied_naks;
-        advance_una(*this, acked);
-        retire_completed();
-        return resend_from(acked);
-      }
-      advance_una(*this, psn);
+      const Acknowledgement ack = acknowledge_before(*this, psn);
+      advance_una(*this, ack.acked);
       retire_completed();
+      if (ack.implied_nak) {
+        ++counters.implied_naks;
+        return resend_from(ack.acked);
+      }
       if (attr.rnr_retry != 7) {  // 7 means retry forever (IBTA 9.7.5.2.8)
         if (rnr_retries_left == 0) return fail_send(WcStatus::kRnrRetryExcErr);
         --rnr_retries_left;
@@ -268,13 +277,14 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
           engine->clock().now_ns() + uint64_t(rnr_timer_us(aeth::value(h.aeth.syndrome))) * 1000;
       engine->watch_timer(this);
       return;
+    }
     case aeth::Kind::kNak: {
-      const uint32_t acked = acknowledge_before(*this, psn);
-      advance_una(*this, acked);
+      const Acknowledgement ack = acknowledge_before(*this, psn);
+      advance_una(*this, ack.acked);
       retire_completed();
       if (aeth::value(h.aeth.syndrome) == aeth::kNakPsnSequenceError) {
         ++counters.sequence_naks_received;
-        return resend_from(acked);
+        return resend_from(ack.acked);
       }
       return fail_send_at(psn, nak_status(aeth::value(h.aeth.syndrome)));
     }
@@ -303,6 +313,8 @@ void QpImpl::on_timer(uint64_t now_ns) {
       }
     }
   }
+  // Liveness: while packets are unacknowledged a timer must run.
+  if (can_send() && una_psn != npsn) arm_retransmit_timer();
   if (!timer_armed()) engine->unwatch_timer(this);
 }
 

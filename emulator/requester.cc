@@ -209,12 +209,17 @@ void QpImpl::requester_run() {
 }
 
 void QpImpl::rewind_to(uint32_t psn) {
-  // Go back N (IBTA 9.7.5.1.3): resend from the WQE that holds `psn`.
+  // Go back N (IBTA 9.7.5.1.3): resend from the oldest WQE not yet done that
+  // ends at or after `psn`, from `psn` within it (a READ from its first
+  // missing response).
   for (uint64_t n = sq_head; n != sq_tail; ++n) {
     SendWqe& w = sq_at(n);
     if (!w.started || w.done) continue;
-    if (packet::psn_diff(psn, w.first_psn) < 0 || packet::psn_diff(psn, w.last_psn) > 0)
-      continue;
+    if (packet::psn_diff(w.last_psn, psn) < 0) continue;
+    uint32_t from = packet::psn_diff(psn, w.first_psn) > 0 ? psn : w.first_psn;
+    if (w.opcode == WrOpcode::kRdmaRead && packet::psn_diff(w.next_response_psn, from) > 0)
+      from = w.next_response_psn;  // responses before it arrived already
+    if (is_rd_atomic(w) && w.opcode != WrOpcode::kRdmaRead) from = w.first_psn;
     for (uint64_t k = n + 1; k != sq_tail; ++k) {
       SendWqe& later = sq_at(k);
       if (!later.started || later.done) continue;
@@ -222,8 +227,8 @@ void QpImpl::rewind_to(uint32_t psn) {
       later.started = false;
     }
     sq_next = n;
-    send_offset = static_cast<uint64_t>(packet::psn_diff(psn, w.first_psn)) * mtu();
-    npsn = psn;
+    send_offset = static_cast<uint64_t>(packet::psn_diff(from, w.first_psn)) * mtu();
+    npsn = from;
     return;
   }
 }

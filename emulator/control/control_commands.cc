@@ -68,6 +68,14 @@ std::string stats(Engine& engine) {
       out << "  qp " << qpn << " " << (qp->type == QpType::kRc ? "RC" : "UC") << " "
           << to_string(qp->attr.state) << ":";
       write_counters(out, qp->counters);
+      // Where the queues and PSNs stand: what a stuck transfer waits for.
+      out << "    send_queue posted=" << qp->sq_tail - qp->sq_head
+          << " unsent=" << qp->sq_tail - qp->sq_next << " next_psn=" << qp->npsn
+          << " unacked_psn=" << qp->una_psn << " rd_atomic_outstanding=" << qp->reads_outstanding
+          << " retransmit_timer=" << (qp->retransmit_deadline_ns ? "armed" : "off")
+          << " rnr_wait=" << (qp->rnr_deadline_ns ? "yes" : "no")
+          << " retries_left=" << int(qp->retries_left) << " receive_queue posted="
+          << qp->rq_tail - qp->rq_head << " expected_psn=" << qp->epsn << "\n";
     }
   }
   return out.str();
