@@ -148,7 +148,7 @@ SOFTVERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr) 
   if (!context) SOFTVERBS_FORWARD(nullptr, ibv_create_qp, pd, init_attr);
 
   QpType type;
-  if (Errno err = from_ibv_qp_type(init_attr->qp_type, type)) {
+  if (Errno err = from_ibv_qp_type(raw_value(init_attr->qp_type), type)) {
     errno = err;
     return nullptr;
   }

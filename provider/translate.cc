@@ -398,15 +398,15 @@ Errno from_ibv_qp_attr(const ibv_qp_attr& in, int ibv_mask, QpAttributes& out,
 
   QpAttributes attr;
   if (requested & IBV_QP_STATE) {
-    if (Errno err = from_ibv_qp_state(in.qp_state, attr.state)) return err;
+    if (Errno err = from_ibv_qp_state(raw_value(in.qp_state), attr.state)) return err;
   }
   if (requested & IBV_QP_CUR_STATE) {
-    if (Errno err = from_ibv_qp_state(in.cur_qp_state, attr.cur_state)) return err;
+    if (Errno err = from_ibv_qp_state(raw_value(in.cur_qp_state), attr.cur_state)) return err;
   }
   if (requested & IBV_QP_PATH_MTU) {
-    if (Errno err = from_ibv_mtu(in.path_mtu, attr.path_mtu)) return err;
+    if (Errno err = from_ibv_mtu(raw_value(in.path_mtu), attr.path_mtu)) return err;
   }
-  if ((requested & IBV_QP_PATH_MIG_STATE) && in.path_mig_state > IBV_MIG_ARMED)
+  if ((requested & IBV_QP_PATH_MIG_STATE) && raw_value(in.path_mig_state) > IBV_MIG_ARMED)
     return EINVAL;
 
   attr.access_flags = qp_access_from_ibv(in.qp_access_flags);
@@ -425,7 +425,7 @@ Errno from_ibv_qp_attr(const ibv_qp_attr& in, int ibv_mask, QpAttributes& out,
   attr.min_rnr_timer = in.min_rnr_timer;
   attr.dest_qp_num = in.dest_qp_num;
   attr.en_sqd_async_notify = in.en_sqd_async_notify != 0;
-  attr.path_mig_state = static_cast<uint8_t>(in.path_mig_state);
+  attr.path_mig_state = static_cast<uint8_t>(raw_value(in.path_mig_state));
   attr.alt_pkey_index = in.alt_pkey_index;
   attr.alt_port_num = in.alt_port_num;
   attr.alt_timeout = in.alt_timeout;
@@ -496,7 +496,7 @@ uint32_t send_flags_from_ibv(unsigned int flags) {
 
 Errno from_ibv_send_wr(const ibv_send_wr& in, SendRequest& out) {
   WrOpcode opcode;
-  if (Errno err = from_ibv_wr_opcode(in.opcode, opcode)) return err;
+  if (Errno err = from_ibv_wr_opcode(raw_value(in.opcode), opcode)) return err;
   out.wr_id = in.wr_id;
   out.opcode = opcode;
   out.flags = send_flags_from_ibv(in.send_flags);

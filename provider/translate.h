@@ -6,6 +6,7 @@
 // cannot fail.
 #pragma once
 
+#include <cstring>
 #include <infiniband/verbs.h>
 
 #include <cstdint>
@@ -14,6 +15,18 @@
 #include "emulator/types.h"
 
 namespace softverbs::provider {
+
+// The integer a caller stored in an enum-typed field. C lets a program
+// store any int there; reading it as the C++ enum would be undefined for
+// values outside the enum, so bad input is read as what it is and refused.
+template <typename Enum>
+int raw_value(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int value;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
 
 // --- device and port -------------------------------------------------------
 

@@ -223,5 +223,51 @@ else
   echo "note: $built_library is not built; the build-tree lookup was not checked"
 fi
 
+# --- control requests against a live program --------------------------------
+# An ibv_rc_pingpong server waits for its client with softverbs0 open, so it
+# answers on its control socket the whole time.
+if [[ -f $built_library ]] && command -v ibv_rc_pingpong >/dev/null; then
+  live_env=(SOFTVERBS_SHM_PREFIX="svclilive$$")
+  port=$((20000 + RANDOM % 20000))
+  env "${live_env[@]}" timeout 60 "$cli" run -- ibv_rc_pingpong -d softverbs0 -p "$port" \
+    >"$scratch/server.log" 2>&1 </dev/null &
+  server=$!
+  live_pid=
+  for _ in $(seq 1 100); do
+    live_pid=$(env "${live_env[@]}" "$cli" stats 2>/dev/null | awk '/^process/ {print $2; exit}')
+    [[ -n $live_pid ]] && break
+    sleep 0.05
+  done
+  checks=$((checks + 1))
+  if [[ -z $live_pid ]]; then
+    fail "a program under softverbs run never answered stats"
+  else
+    run_cli "${live_env[@]}" "$cli" stats --pid "$live_pid"
+    expect 0 "$out" '^device softverbs0 port 1 ACTIVE: packets_sent=' "stats of a live program"
+    printf '# a comment line\nseed=3  # the seed\ndrop:p=0.25,dir=tx\n\ndup:qp=0x12,nth=2\n' >"$scratch/plan"
+    run_cli "${live_env[@]}" "$cli" fault --pid "$live_pid" set --file "$scratch/plan"
+    expect 0 "$out" '^ok: seed=3; drop:dir=tx,p=0.25; dup:qp=0x12,nth=2' "fault set --file with comments"
+    run_cli "${live_env[@]}" "$cli" fault --pid "$live_pid" show
+    expect 0 "$out" 'drop:dir=tx,p=0.25' "fault show"
+    run_cli "${live_env[@]}" "$cli" fault --pid "$live_pid" set 'drp:p=1'
+    expect 1 "$err" "unknown action 'drp'" "fault set with a bad plan says what is wrong"
+    run_cli "${live_env[@]}" "$cli" fault --pid "$live_pid" clear
+    expect 0 "$out" 'ok: no faults' "fault clear"
+    run_cli "${live_env[@]}" "$cli" port --pid "$live_pid" softverbs0 down
+    expect 0 "$out" 'ok: softverbs0 port 1 down' "port down"
+    run_cli "${live_env[@]}" "$cli" stats --pid "$live_pid"
+    expect 0 "$out" '^device softverbs0 port 1 DOWN' "stats shows the port down"
+    run_cli "${live_env[@]}" "$cli" port --pid "$live_pid" softverbs9 up
+    expect 1 "$err" "no soft device named 'softverbs9'" "port of an unknown device"
+    run_cli "${live_env[@]}" "$cli" rnr --pid "$live_pid" all
+    expect 0 "$out" 'forced RNR on every QP' "rnr all"
+  fi
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  # A killed program cannot clean up; the next user of the prefix would
+  # reclaim its segments, but this prefix has no next user.
+  rm -f /dev/shm/svclilive$$-*
+fi
+
 echo "$checks checks, $failures failed"
 [[ $failures -eq 0 ]]

@@ -114,12 +114,14 @@ int fault_command(std::span<char* const> args) {
   if (args.size() == 3 && std::string_view(args[1]) == "--file") {
     std::ifstream in(args[2]);
     if (!in) return usage_error(std::string("fault: cannot read ") + args[2], hint);
-    std::stringstream text;
-    text << in.rdbuf();
-    plan = text.str();
-    // One request line: rules may be separated by ';' as well as newlines.
-    for (char& c : plan)
-      if (c == '\n') c = ';';
+    // One request line: each line's rules, comments cut off, joined by ';'.
+    std::string line;
+    while (std::getline(in, line)) {
+      line = line.substr(0, line.find('#'));
+      if (line.find_first_not_of(" \t\r;") == std::string::npos) continue;
+      if (!plan.empty()) plan += ';';
+      plan += line;
+    }
   } else {
     plan = join(args.subspan(1));
   }
