@@ -77,6 +77,9 @@ struct QpImpl {
   uint32_t npsn = 0;      // next PSN to send
   uint32_t una_psn = 0;   // oldest PSN not acknowledged
   uint32_t psn_high = 0;  // one past the highest PSN ever sent
+  // The first packet after a go-back-N asks for an ACK, so the responder
+  // says at once where it stands even if it only sees duplicates.
+  bool ack_request_next = false;
   uint32_t reads_outstanding = 0;
 
   // Receive queue.

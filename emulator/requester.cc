@@ -129,6 +129,7 @@ void QpImpl::requester_run() {
         h.atomic_eth.swap_add = w.compare_add;
       }
       transmit(h, {});
+      ack_request_next = false;  // an atomic always asks
       npsn = packet::psn_add(npsn, 1);
       if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
       ++sq_next;
@@ -145,6 +146,7 @@ void QpImpl::requester_run() {
       h.reth.rkey = w.rkey;
       h.reth.dma_len = static_cast<uint32_t>(w.length - send_offset);
       transmit(h, {});
+      ack_request_next = false;  // a READ request always asks
       npsn = packet::psn_add(w.last_psn, 1);
       if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
       send_offset = 0;
@@ -185,9 +187,11 @@ void QpImpl::requester_run() {
       h.bth.solicited = (w.flags & kWrSolicited) != 0;
       h.bth.ack_req = true;
     } else if (packet::psn_diff(npsn, w.first_psn) % kAckRequestInterval ==
-               kAckRequestInterval - 1) {
+                   kAckRequestInterval - 1 ||
+               ack_request_next) {
       h.bth.ack_req = true;
     }
+    ack_request_next = false;
     if (type == QpType::kUc) h.bth.ack_req = false;  // UC is never acknowledged
     transmit(h, payload);
     npsn = packet::psn_add(npsn, 1);
@@ -229,6 +233,7 @@ void QpImpl::rewind_to(uint32_t psn) {
     sq_next = n;
     send_offset = static_cast<uint64_t>(packet::psn_diff(from, w.first_psn)) * mtu();
     npsn = from;
+    ack_request_next = true;
     return;
   }
 }
