@@ -1,6 +1,9 @@
 #include "emulator/engine.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@ constexpr uint64_t qp_key(uint32_t device_index, uint32_t qpn) {
 // The longest the progress thread sleeps with nothing to do: bounds how late
 // it notices a timer armed by another thread.
 constexpr uint64_t kIdleSleepNs = 50'000'000;
+constexpr int kProgressThreadNice = -10;
 
 class RegistryQpnSource final : public QpnSource {
  public:
@@ -251,6 +255,10 @@ size_t Engine::progress_locked(size_t budget) {
 
 void Engine::progress_thread_main() {
   pthread_setname_np(pthread_self(), "softverbs-prog");
+  // Serving a one-sided operation whose target spins on memory needs this
+  // thread on a CPU at once, ahead of the spinning application threads.
+  // Best effort: without CAP_SYS_NICE the call fails and nothing changes.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kProgressThreadNice);
   while (!stopping_.load(std::memory_order_relaxed)) {
     size_t served;
     uint64_t deadline;
