@@ -33,6 +33,7 @@ constexpr uint64_t qp_key(uint32_t device_index, uint32_t qpn) {
 // it notices a timer armed by another thread.
 constexpr uint64_t kIdleSleepNs = 50'000'000;
 constexpr int kProgressThreadNice = -10;
+constexpr long kYieldToApplicationNs = 20'000;
 
 class RegistryQpnSource final : public QpnSource {
  public:
@@ -264,7 +265,15 @@ void Engine::progress_thread_main() {
     uint64_t deadline;
     bool deferred;
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_, std::try_to_lock);
+      if (!lock.owns_lock()) {
+        // An application thread is inside a verb, so it serves what came
+        // (a poll drains the wire): stay out of its way for a moment
+        // rather than make it wait for this thread.
+        timespec nap{0, kYieldToApplicationNs};
+        nanosleep(&nap, nullptr);
+        continue;
+      }
       served = progress_locked(256);
       deadline = next_deadline_ns();
       deferred = wire_->has_deferred();

@@ -10,10 +10,12 @@
 //    thread sleeps on the wire's doorbell whenever it finds nothing to do,
 //    and senders ring it only while it sleeps. It serves what arrives while
 //    the application is not calling in: one-sided operations whose target
-//    polls memory, ACKs, timers. (Keeping it off the doorbell while the
-//    application polls its CQ halves two-sided latency on two cores but
-//    leaves one-sided operations waiting for its next look: measured
-//    ib_write_lat typical 549 us against 32 us this way.)
+//    polls memory, ACKs, timers. It runs at a raised priority where the
+//    process may (so a target spinning on memory does not hold it off the
+//    CPU for a scheduler tick), and when it finds an application thread
+//    inside a verb it naps instead of contending for the lock: that thread
+//    serves what came. (Measured on two cores: ib_write_lat 64 B typical
+//    29 us, 99% 86 us; ibv_rc_pingpong 64 B 3-4 us per round trip.)
 //  - The wire has its own internal locking; the engine calls it under mutex().
 #pragma once
 
