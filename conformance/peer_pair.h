@@ -14,6 +14,7 @@
 #include "harness/testsupport/forked_peer.h"
 #include "harness/testsupport/remote_endpoint.h"
 #include "harness/testsupport/soft_control.h"
+#include "harness/testsupport/verbs_names.h"
 
 namespace softverbs::conformance {
 
@@ -56,7 +57,5 @@ inline constexpr const char* kNoSoftControl =
 // Fails with the first wrong completion's description; `what` names it.
 void expect_completion(const ibv_wc& wc, uint64_t wr_id, ibv_wc_status status,
                        const std::string& what);
-
-const char* qp_state_name(ibv_qp_state state);
 
 }  // namespace softverbs::conformance

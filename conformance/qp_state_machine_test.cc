@@ -9,6 +9,7 @@
 #include <string>
 
 #include "conformance/device_fixture.h"
+#include "harness/testsupport/verbs_names.h"
 
 namespace softverbs::conformance {
 namespace {
@@ -31,19 +32,6 @@ constexpr uint8_t kMinRnrTimer = 14;
 constexpr uint8_t kTimeout = 19;
 constexpr uint8_t kRetryCnt = 5;
 constexpr uint8_t kRnrRetry = 6;
-
-const char* state_name(ibv_qp_state state) {
-  switch (state) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "UNKNOWN";
-  }
-}
 
 class QpStateMachine : public DeviceTest {
  protected:
@@ -267,7 +255,7 @@ TEST_P(QpStateFrom, ToErrorAlwaysSucceeds) {
 INSTANTIATE_TEST_SUITE_P(EveryState, QpStateFrom,
                          ::testing::Values(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR,
                                            IBV_QPS_RTS, IBV_QPS_SQD, IBV_QPS_ERR),
-                         [](const auto& info) { return std::string(state_name(info.param)); });
+                         [](const auto& info) { return std::string(testsupport::qp_state_name(info.param)); });
 
 // -------------------------------------------------------------- illegal --
 

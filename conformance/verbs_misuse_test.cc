@@ -9,20 +9,12 @@
 #include <vector>
 
 #include "conformance/device_fixture.h"
+#include "harness/testsupport/verbs_names.h"
 #include "harness/testsupport/completion_polling.h"
 #include "harness/testsupport/registered_buffer.h"
 
 namespace softverbs::conformance {
 namespace {
-
-const char* state_name(ibv_qp_state state) {
-  switch (state) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    default: return "other";
-  }
-}
 
 class VerbsMisuse : public DeviceTest {
  protected:
@@ -103,7 +95,7 @@ class VerbsMisuse : public DeviceTest {
 TEST_F(VerbsMisuse, PostSendBeforeRtsFailsAndBadWrIsTheWr) {
   const QpEndpoint peer = describe_endpoint(receiver_.get(), 0, port());
   for (ibv_qp_state state : {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR}) {
-    SCOPED_TRACE(std::string("QP in ") + state_name(state));
+    SCOPED_TRACE(std::string("QP in ") + testsupport::qp_state_name(state));
     if (state == IBV_QPS_INIT) {
       ASSERT_EQ(0, modify_rc_to_init(sender_.get(), port(), {}));
     }
