@@ -138,6 +138,19 @@ void advance_una(QpImpl& qp, uint32_t psn) {
   if (qp.una_psn != qp.npsn) qp.arm_retransmit_timer();
 }
 
+// Applies what a response says about the requests before `psn`. Returns
+// true when the response may be used further; false when it showed a READ
+// or atomic response lost and the requester went back for it.
+bool take_acknowledgement(QpImpl& qp, uint32_t psn) {
+  const Acknowledgement ack = acknowledge_before(qp, psn);
+  advance_una(qp, ack.acked);
+  qp.retire_completed();
+  if (!ack.implied_nak) return true;
+  ++qp.counters.implied_naks;
+  qp.resend_from(ack.acked);
+  return false;
+}
+
 }  // namespace
 
 void QpImpl::resend_from(uint32_t psn) {
@@ -167,14 +180,8 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(h.bth.opcode));
 
   if (info.operation == packet::Operation::kAtomicAcknowledge) {
-    const Acknowledgement ack = acknowledge_before(*this, psn);
     // Whatever becomes of this response, everything before it is done.
-    advance_una(*this, ack.acked);
-    retire_completed();
-    if (ack.implied_nak) {
-      ++counters.implied_naks;
-      return resend_from(ack.acked);
-    }
+    if (!take_acknowledgement(*this, psn)) return;
     for (uint64_t n = sq_head; n != sq_tail; ++n) {
       SendWqe& w = sq_at(n);
       if (w.done) continue;
@@ -198,14 +205,8 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   }
 
   if (info.operation == packet::Operation::kReadResponse) {
-    const Acknowledgement ack = acknowledge_before(*this, psn);
     // Whatever becomes of this response, everything before it is done.
-    advance_una(*this, ack.acked);
-    retire_completed();
-    if (ack.implied_nak) {
-      ++counters.implied_naks;
-      return resend_from(ack.acked);
-    }
+    if (!take_acknowledgement(*this, psn)) return;
     // The oldest incomplete WQE must be the READ these responses belong to.
     SendWqe* w = nullptr;
     uint64_t index = 0;
@@ -248,25 +249,12 @@ void QpImpl::on_response(const packet::DecodedPacket& pkt) {
   if (info.operation != packet::Operation::kAcknowledge) return;
   switch (aeth::kind(h.aeth.syndrome)) {
     case aeth::Kind::kAck: {
-      const Acknowledgement ack = acknowledge_before(*this, packet::psn_add(psn, 1));
-      advance_una(*this, ack.acked);
-      retire_completed();
-      if (ack.implied_nak) {
-        ++counters.implied_naks;
-        return resend_from(ack.acked);
-      }
-      requester_run();
+      if (take_acknowledgement(*this, packet::psn_add(psn, 1))) requester_run();
       return;
     }
     case aeth::Kind::kRnrNak: {
       ++counters.rnr_naks_received;
-      const Acknowledgement ack = acknowledge_before(*this, psn);
-      advance_una(*this, ack.acked);
-      retire_completed();
-      if (ack.implied_nak) {
-        ++counters.implied_naks;
-        return resend_from(ack.acked);
-      }
+      if (!take_acknowledgement(*this, psn)) return;
       if (attr.rnr_retry != 7) {  // 7 means retry forever (IBTA 9.7.5.2.8)
         if (rnr_retries_left == 0) return fail_send(WcStatus::kRnrRetryExcErr);
         --rnr_retries_left;
