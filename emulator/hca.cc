@@ -1,7 +1,5 @@
 #include "emulator/hca.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 
 #include "emulator/hca_impl.h"

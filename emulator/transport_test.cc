@@ -146,12 +146,10 @@ class Transport : public ::testing::Test {
     return false;
   }
   void run_until_idle() {
-    Completion none;
     for (int i = 0; i < 1000 && wire_->queued(); ++i) {
       std::lock_guard lock(engine_->mutex());
       engine_->progress_locked();
     }
-    (void)none;
   }
   void advance(uint64_t ns) {
     clock_.advance(ns);
