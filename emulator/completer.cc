@@ -1,5 +1,6 @@
-// The completer: retires send WQEs as ACKs, NAKs and READ responses arrive
-// (IBTA 9.7.5.1), and runs the retransmit and RNR timers.
+// The completer's steps and timers. See completer.h for the machine.
+#include "emulator/completer.h"
+
 #include <algorithm>
 
 #include "emulator/aeth.h"
@@ -36,274 +37,327 @@ bool psn_in(uint32_t psn, uint32_t first, uint32_t last) {
   return packet::psn_diff(psn, first) >= 0 && packet::psn_diff(psn, last) <= 0;
 }
 
+bool ends_message(packet::Position p) {
+  return p == packet::Position::kLast || p == packet::Position::kOnly;
+}
+
 }  // namespace
 
-void QpImpl::arm_retransmit_timer() {
-  if (attr.timeout == 0 || retransmit_deadline_ns) return;  // 0: wait forever
-  // IBTA 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout.
-  retransmit_deadline_ns = engine->clock().now_ns() + (4096ull << attr.timeout);
-  engine->watch_timer(this);
+void Completer::start(uint32_t sq_psn) {
+  una_psn_ = sq_psn;
+  retries_left_ = qp_.attr.retry_cnt;
+  rnr_retries_left_ = qp_.attr.rnr_retry;
 }
 
-void QpImpl::complete_send(SendWqe& w, WcStatus status) {
-  if (w.done) return;
-  if (is_rd_atomic(w) && w.started && reads_outstanding) --reads_outstanding;
-  w.done = true;
-  w.status = status;
+void Completer::reset() {
+  stop_timers();
+  una_psn_ = 0;
+  retries_left_ = rnr_retries_left_ = 0;
+  resend_pending_ = false;
+  resend_psn_ = 0;
 }
 
-void QpImpl::retire_completed() {
-  while (sq_head != sq_tail && sq_at(sq_head).done) {
-    SendWqe& w = sq_at(sq_head);
-    // IBTA 10.7.3.1: unsignaled WRs complete silently unless in error.
-    if (w.status != WcStatus::kSuccess || sq_sig_all || (w.flags & kWrSignaled)) {
-      Completion c;
-      c.wr_id = w.wr_id;
-      c.status = w.status;
-      c.opcode = wc_opcode(w.opcode);
-      c.byte_len = static_cast<uint32_t>(w.length);
-      c.qp_num = qpn;
-      send_cq->impl().push(c, false);
-    }
-    ++sq_head;
-  }
-  if (sq_next < sq_head) sq_next = sq_head;
-  if (attr.state == QpState::kSqd && sq_drained_notify && sq_head == sq_tail) {
-    sq_drained_notify = false;
-    raise(AsyncEventType::kSqDrained);
-  }
-}
+// ---- the machine
 
-void QpImpl::fail_send_at(uint32_t psn, WcStatus status) {
-  // The NAKed request's WQE completes in error; everything else is flushed.
-  for (uint64_t n = sq_head; n != sq_tail; ++n) {
-    SendWqe& w = sq_at(n);
-    if (w.done || !w.started) continue;
-    if (packet::psn_diff(psn, w.first_psn) >= 0 && packet::psn_diff(psn, w.last_psn) <= 0) {
-      complete_send(w, status);
-      retire_completed();
-      return enter_error();
+void Completer::on_response(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info) {
+  Response r{pkt, info, pkt.headers.bth.psn};
+  Step step = Step::kCheckPsn;
+  while (step != Step::kDone) {
+    switch (step) {
+      case Step::kCheckPsn: step = check_psn(r); break;
+      case Step::kAcknowledge: step = acknowledge(r); break;
+      case Step::kReadResponse: step = read_response(r); break;
+      case Step::kAtomicAcknowledge: step = atomic_acknowledge(r); break;
+      case Step::kAck: step = ack(r); break;
+      case Step::kRnrNak: step = rnr_nak(r); break;
+      case Step::kNak: step = nak(r); break;
+      case Step::kDone: break;
     }
   }
-  fail_send(status);
 }
 
-void QpImpl::fail_send(WcStatus status) {
-  for (uint64_t n = sq_head; n != sq_tail; ++n) {
-    SendWqe& w = sq_at(n);
-    if (!w.done) {
-      complete_send(w, status);
-      break;
+Completer::Step Completer::check_psn(Response& r) {
+  // Responses for PSNs never sent, or older than anything outstanding, are
+  // stale duplicates (IBTA 9.7.5.1.x): ignore them.
+  if (packet::psn_diff(r.psn, qp_.requester.next_psn()) >= 0 ||
+      packet::psn_diff(r.psn, una_psn_) < 0) {
+    ++qp_.counters.stale_responses;
+    return Step::kDone;
+  }
+  ++qp_.counters.packets_received;
+  return Step::kAcknowledge;
+}
+
+Completer::Step Completer::acknowledge(Response& r) {
+  switch (r.info.operation) {
+    case packet::Operation::kReadResponse:
+      // Whatever becomes of this response, everything before it is done.
+      return take_acknowledgement(r.psn) ? Step::kReadResponse : Step::kDone;
+    case packet::Operation::kAtomicAcknowledge:
+      return take_acknowledgement(r.psn) ? Step::kAtomicAcknowledge : Step::kDone;
+    case packet::Operation::kAcknowledge:
+      switch (aeth::kind(r.pkt.headers.aeth.syndrome)) {
+        case aeth::Kind::kAck: return Step::kAck;
+        case aeth::Kind::kRnrNak: return Step::kRnrNak;
+        case aeth::Kind::kNak: return Step::kNak;
+        case aeth::Kind::kReserved: return Step::kDone;
+      }
+      return Step::kDone;
+    default:
+      return Step::kDone;
+  }
+}
+
+Completer::Step Completer::read_response(Response& r) {
+  // The oldest incomplete WQE must be the READ these responses belong to.
+  SendQueue& sq = qp_.sq;
+  const uint64_t index = sq.oldest_incomplete();
+  if (index == sq.tail) return Step::kDone;
+  SendWqe& w = sq.at(index);
+  if (!w.is_read() || !psn_in(r.psn, w.first_psn, w.last_psn)) return Step::kDone;
+  if (r.psn != w.next_response_psn) return Step::kDone;  // lost or duplicate: the timer recovers
+  const uint64_t offset = uint64_t(packet::psn_diff(r.psn, w.first_psn)) * qp_.mtu();
+  const bool last = ends_message(r.info.position);
+  const uint64_t expected = last ? w.length - offset : qp_.mtu();
+  if (r.pkt.payload.size() != std::min<uint64_t>(expected, w.length - offset)) {
+    fail_wqe(w, WcStatus::kBadRespErr);
+    return Step::kDone;
+  }
+  if (!r.pkt.payload.empty()) {
+    WcStatus st = qp_.scatter(sq.sges_at(index), w.num_sge, offset, r.pkt.payload);
+    if (st != WcStatus::kSuccess) {
+      fail_wqe(w, st);
+      return Step::kDone;
     }
   }
-  enter_error();
+  w.next_response_psn = packet::psn_add(r.psn, 1);
+  advance_una(packet::psn_add(r.psn, 1));
+  if (last && r.psn == w.last_psn) complete(w, WcStatus::kSuccess);
+  retire_completed();
+  qp_.requester.run();
+  return Step::kDone;
 }
 
-namespace {
+Completer::Step Completer::atomic_acknowledge(Response& r) {
+  SendQueue& sq = qp_.sq;
+  const uint64_t index = sq.oldest_incomplete();
+  if (index == sq.tail) return Step::kDone;
+  SendWqe& w = sq.at(index);
+  if (!w.started || w.first_psn != r.psn || !w.is_atomic()) {
+    ++qp_.counters.stale_responses;
+    return Step::kDone;
+  }
+  const uint64_t orig = r.pkt.headers.atomic_ack_eth.orig_data;
+  const WcStatus st = qp_.scatter(
+      sq.sges_at(index), w.num_sge, 0,
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&orig), sizeof(orig)));
+  complete(w, st);
+  advance_una(packet::psn_add(r.psn, 1));
+  retire_completed();
+  if (st != WcStatus::kSuccess) {
+    qp_.enter_error();
+    return Step::kDone;
+  }
+  qp_.requester.run();
+  return Step::kDone;
+}
 
-// What a response says about the requests before `psn`.
-struct Acknowledgement {
-  uint32_t acked;  // everything before this PSN is done
-  bool implied_nak;  // a READ/atomic was passed over: resend from `acked`
-};
+Completer::Step Completer::ack(Response& r) {
+  if (take_acknowledgement(packet::psn_add(r.psn, 1))) qp_.requester.run();
+  return Step::kDone;
+}
 
-// Everything before `psn` is acknowledged (explicitly or implicitly): retires
-// the SEND/WRITE WQEs that end before it. A READ or atomic is done only by
-// its own responses, so acknowledgement stops at its first missing response;
-// if the responder has moved past it, those responses were lost (an "implied
-// NAK", IBTA 9.7.5.1.x).
-Acknowledgement acknowledge_before(QpImpl& qp, uint32_t psn) {
-  for (uint64_t n = qp.sq_head; n != qp.sq_tail; ++n) {
-    SendWqe& w = qp.sq_at(n);
+Completer::Step Completer::rnr_nak(Response& r) {
+  ++qp_.counters.rnr_naks_received;
+  if (!take_acknowledgement(r.psn)) return Step::kDone;
+  if (qp_.attr.rnr_retry != 7) {  // 7 means retry forever (IBTA 9.7.5.2.8)
+    if (rnr_retries_left_ == 0) {
+      fail_oldest(WcStatus::kRnrRetryExcErr);
+      return Step::kDone;
+    }
+    --rnr_retries_left_;
+  }
+  qp_.requester.rewind_to(r.psn);
+  retransmit_deadline_ns_ = 0;
+  const uint64_t wait_ns =
+      uint64_t(rnr_timer_us(aeth::value(r.pkt.headers.aeth.syndrome))) * 1000;
+  rnr_deadline_ns_ = qp_.engine->clock().now_ns() + wait_ns;
+  schedule(rnr_deadline_ns_);
+  return Step::kDone;
+}
+
+Completer::Step Completer::nak(Response& r) {
+  const Acknowledgement acked = acknowledge_before(r.psn);
+  advance_una(acked.acked);
+  retire_completed();
+  const uint8_t code = aeth::value(r.pkt.headers.aeth.syndrome);
+  if (code == aeth::kNakPsnSequenceError) {
+    ++qp_.counters.sequence_naks_received;
+    resend_from(acked.acked);
+  } else {
+    fail_at(r.psn, nak_status(code));
+  }
+  return Step::kDone;
+}
+
+// ---- acknowledgement
+
+// A READ or atomic is done only by its own responses, so acknowledgement
+// stops at its first missing response; if the responder has moved past it,
+// those responses were lost (an "implied NAK", IBTA 9.7.5.1.x).
+Completer::Acknowledgement Completer::acknowledge_before(uint32_t psn) {
+  SendQueue& sq = qp_.sq;
+  for (uint64_t n = sq.head; n != sq.tail; ++n) {
+    SendWqe& w = sq.at(n);
     if (w.done) continue;
     if (!w.started) break;
-    if (qp.is_rd_atomic(w)) {
+    if (w.is_rd_atomic()) {
       if (packet::psn_diff(w.last_psn, psn) < 0) return {w.next_response_psn, true};
       if (packet::psn_diff(w.next_response_psn, psn) < 0) return {w.next_response_psn, false};
       break;
     }
     if (packet::psn_diff(w.last_psn, psn) >= 0) break;
-    qp.complete_send(w, WcStatus::kSuccess);
+    complete(w, WcStatus::kSuccess);
   }
   return {psn, false};
 }
 
-void advance_una(QpImpl& qp, uint32_t psn) {
-  if (packet::psn_diff(psn, qp.una_psn) <= 0) return;
-  qp.una_psn = psn;
-  qp.resend_pending = false;
+void Completer::advance_una(uint32_t psn) {
+  if (packet::psn_diff(psn, una_psn_) <= 0) return;
+  una_psn_ = psn;
+  resend_pending_ = false;
   // Forward progress restarts the retry budget (IBTA 9.7.6.1.3).
-  qp.retries_left = qp.attr.retry_cnt;
-  qp.retransmit_deadline_ns = 0;
-  if (qp.una_psn != qp.npsn) qp.arm_retransmit_timer();
+  retries_left_ = qp_.attr.retry_cnt;
+  retransmit_deadline_ns_ = 0;
+  if (una_psn_ != qp_.requester.next_psn()) arm_retransmit_timer();
 }
 
 // Applies what a response says about the requests before `psn`. Returns
 // true when the response may be used further; false when it showed a READ
 // or atomic response lost and the requester went back for it.
-bool take_acknowledgement(QpImpl& qp, uint32_t psn) {
-  const Acknowledgement ack = acknowledge_before(qp, psn);
-  advance_una(qp, ack.acked);
-  qp.retire_completed();
-  if (!ack.implied_nak) return true;
-  ++qp.counters.implied_naks;
-  qp.resend_from(ack.acked);
+bool Completer::take_acknowledgement(uint32_t psn) {
+  const Acknowledgement acked = acknowledge_before(psn);
+  advance_una(acked.acked);
+  retire_completed();
+  if (!acked.implied_nak) return true;
+  ++qp_.counters.implied_naks;
+  resend_from(acked.acked);
   return false;
 }
 
-}  // namespace
-
-void QpImpl::resend_from(uint32_t psn) {
-  // A NAK or an implied NAK: go back N, counting it against retry_cnt
-  // like a timeout (IBTA 9.7.5.2.2). Responses to the packets sent before
-  // the rewind keep arriving and imply the same loss again: one rewind per
-  // lost PSN is enough, the timer covers a lost retransmission.
-  if (resend_pending && psn == resend_psn) return;
-  resend_pending = true;
-  resend_psn = psn;
-  if (retries_left == 0) return fail_send(WcStatus::kRetryExcErr);
-  --retries_left;
-  rewind_to(psn);
-  requester_run();
+void Completer::resend_from(uint32_t psn) {
+  // A NAK or an implied NAK: go back N, counting it against retry_cnt like
+  // a timeout (IBTA 9.7.5.2.2). Responses to the packets sent before the
+  // rewind keep arriving and imply the same loss again: one rewind per lost
+  // PSN is enough, the timer covers a lost retransmission.
+  if (resend_pending_ && psn == resend_psn_) return;
+  resend_pending_ = true;
+  resend_psn_ = psn;
+  if (retries_left_ == 0) return fail_oldest(WcStatus::kRetryExcErr);
+  --retries_left_;
+  qp_.requester.rewind_to(psn);
+  qp_.requester.run();
 }
 
-void QpImpl::on_response(const packet::DecodedPacket& pkt) {
-  const packet::Headers& h = pkt.headers;
-  const uint32_t psn = h.bth.psn;
-  // Responses for PSNs never sent, or older than anything outstanding, are
-  // stale duplicates (IBTA 9.7.5.1.x): ignore them.
-  if (packet::psn_diff(psn, npsn) >= 0 || packet::psn_diff(psn, una_psn) < 0) {
-    ++counters.stale_responses;
-    return;
-  }
-  ++counters.packets_received;
-  const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(h.bth.opcode));
+// ---- completion
 
-  if (info.operation == packet::Operation::kAtomicAcknowledge) {
-    // Whatever becomes of this response, everything before it is done.
-    if (!take_acknowledgement(*this, psn)) return;
-    for (uint64_t n = sq_head; n != sq_tail; ++n) {
-      SendWqe& w = sq_at(n);
-      if (w.done) continue;
-      if (!w.started || w.first_psn != psn ||
-          (w.opcode != WrOpcode::kAtomicCmpSwp && w.opcode != WrOpcode::kAtomicFetchAdd)) {
-        ++counters.stale_responses;
-        return;
-      }
-      const uint64_t orig = h.atomic_ack_eth.orig_data;
-      WcStatus st = scatter(sq_sges_at(n), w.num_sge, 0,
-                            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&orig),
-                                                     sizeof(orig)));
-      complete_send(w, st);
-      advance_una(*this, packet::psn_add(psn, 1));
-      retire_completed();
-      if (st != WcStatus::kSuccess) return enter_error();
-      requester_run();
-      return;
-    }
-    return;
-  }
-
-  if (info.operation == packet::Operation::kReadResponse) {
-    // Whatever becomes of this response, everything before it is done.
-    if (!take_acknowledgement(*this, psn)) return;
-    // The oldest incomplete WQE must be the READ these responses belong to.
-    SendWqe* w = nullptr;
-    uint64_t index = 0;
-    for (uint64_t n = sq_head; n != sq_tail; ++n)
-      if (!sq_at(n).done) {
-        w = &sq_at(n);
-        index = n;
-        break;
-      }
-    if (!w || w->opcode != WrOpcode::kRdmaRead || !psn_in(psn, w->first_psn, w->last_psn))
-      return;
-    if (psn != w->next_response_psn) return;  // lost or duplicate: the timer recovers
-    const uint64_t offset = uint64_t(packet::psn_diff(psn, w->first_psn)) * mtu();
-    const bool last = info.position == packet::Position::kLast ||
-                      info.position == packet::Position::kOnly;
-    const uint64_t expected = last ? w->length - offset : mtu();
-    if (pkt.payload.size() != std::min<uint64_t>(expected, w->length - offset)) {
-      complete_send(*w, WcStatus::kBadRespErr);
-      retire_completed();
-      enter_error();
-      return;
-    }
-    if (!pkt.payload.empty()) {
-      WcStatus st = scatter(sq_sges_at(index), w->num_sge, offset, pkt.payload);
-      if (st != WcStatus::kSuccess) {
-        complete_send(*w, st);
-        retire_completed();
-        enter_error();
-        return;
-      }
-    }
-    w->next_response_psn = packet::psn_add(psn, 1);
-    advance_una(*this, packet::psn_add(psn, 1));
-    if (last && psn == w->last_psn) complete_send(*w, WcStatus::kSuccess);
-    retire_completed();
-    requester_run();
-    return;
-  }
-
-  if (info.operation != packet::Operation::kAcknowledge) return;
-  switch (aeth::kind(h.aeth.syndrome)) {
-    case aeth::Kind::kAck: {
-      if (take_acknowledgement(*this, packet::psn_add(psn, 1))) requester_run();
-      return;
-    }
-    case aeth::Kind::kRnrNak: {
-      ++counters.rnr_naks_received;
-      if (!take_acknowledgement(*this, psn)) return;
-      if (attr.rnr_retry != 7) {  // 7 means retry forever (IBTA 9.7.5.2.8)
-        if (rnr_retries_left == 0) return fail_send(WcStatus::kRnrRetryExcErr);
-        --rnr_retries_left;
-      }
-      rewind_to(psn);
-      retransmit_deadline_ns = 0;
-      rnr_deadline_ns =
-          engine->clock().now_ns() + uint64_t(rnr_timer_us(aeth::value(h.aeth.syndrome))) * 1000;
-      engine->watch_timer(this);
-      return;
-    }
-    case aeth::Kind::kNak: {
-      const Acknowledgement ack = acknowledge_before(*this, psn);
-      advance_una(*this, ack.acked);
-      retire_completed();
-      if (aeth::value(h.aeth.syndrome) == aeth::kNakPsnSequenceError) {
-        ++counters.sequence_naks_received;
-        return resend_from(ack.acked);
-      }
-      return fail_send_at(psn, nak_status(aeth::value(h.aeth.syndrome)));
-    }
-    case aeth::Kind::kReserved:
-      return;
-  }
+void Completer::complete(SendWqe& w, WcStatus status) {
+  if (w.done) return;
+  if (w.is_rd_atomic() && w.started) qp_.requester.rd_atomic_finished();
+  w.done = true;
+  w.status = status;
 }
 
-void QpImpl::on_timer(uint64_t now_ns) {
-  if (rnr_deadline_ns && now_ns >= rnr_deadline_ns) {
-    rnr_deadline_ns = 0;
-    requester_run();
+void Completer::retire_completed() {
+  SendQueue& sq = qp_.sq;
+  while (sq.head != sq.tail && sq.at(sq.head).done) {
+    const SendWqe& w = sq.at(sq.head);
+    // IBTA 10.7.3.1: unsignaled WRs complete silently unless in error.
+    if (w.status != WcStatus::kSuccess || qp_.sq_sig_all || (w.flags & kWrSignaled)) {
+      Completion c;
+      c.wr_id = w.wr_id;
+      c.status = w.status;
+      c.opcode = wc_opcode(w.opcode);
+      c.byte_len = static_cast<uint32_t>(w.length);
+      c.qp_num = qp_.qpn;
+      qp_.send_cq->impl().push(c, false);
+    }
+    ++sq.head;
   }
-  if (retransmit_deadline_ns && now_ns >= retransmit_deadline_ns) {
-    retransmit_deadline_ns = 0;
-    if (una_psn != npsn) {
-      ++counters.retransmit_timeouts;
-      if (retries_left == 0) {
-        fail_send(WcStatus::kRetryExcErr);
+  if (sq.next < sq.head) sq.next = sq.head;
+  if (sq.empty()) qp_.note_send_queue_drained();
+}
+
+void Completer::fail_wqe(SendWqe& w, WcStatus status) {
+  complete(w, status);
+  retire_completed();
+  qp_.enter_error();
+}
+
+void Completer::fail_at(uint32_t psn, WcStatus status) {
+  // The NAKed request's WQE completes in error; everything else is flushed.
+  SendQueue& sq = qp_.sq;
+  for (uint64_t n = sq.head; n != sq.tail; ++n) {
+    SendWqe& w = sq.at(n);
+    if (w.done || !w.started) continue;
+    if (psn_in(psn, w.first_psn, w.last_psn)) return fail_wqe(w, status);
+  }
+  fail_oldest(status);
+}
+
+void Completer::fail_oldest(WcStatus status) {
+  SendQueue& sq = qp_.sq;
+  const uint64_t index = sq.oldest_incomplete();
+  if (index != sq.tail) complete(sq.at(index), status);
+  qp_.enter_error();
+}
+
+// ---- timers
+
+void Completer::schedule(uint64_t deadline_ns) {
+  // One queued entry per QP is enough unless the new deadline is sooner.
+  if (queued_deadline_ns_ && queued_deadline_ns_ <= deadline_ns) return;
+  queued_deadline_ns_ = deadline_ns;
+  qp_.engine->schedule_timer(qp_.timer_key(), deadline_ns);
+}
+
+void Completer::arm_retransmit_timer() {
+  if (qp_.attr.timeout == 0 || retransmit_deadline_ns_) return;  // 0: wait forever
+  // IBTA 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout.
+  retransmit_deadline_ns_ = qp_.engine->clock().now_ns() + (4096ull << qp_.attr.timeout);
+  schedule(retransmit_deadline_ns_);
+}
+
+void Completer::on_timer(uint64_t now_ns) {
+  if (queued_deadline_ns_ && queued_deadline_ns_ <= now_ns) queued_deadline_ns_ = 0;
+  if (rnr_deadline_ns_ && now_ns >= rnr_deadline_ns_) {
+    rnr_deadline_ns_ = 0;
+    qp_.requester.run();
+  }
+  if (retransmit_deadline_ns_ && now_ns >= retransmit_deadline_ns_) {
+    retransmit_deadline_ns_ = 0;
+    if (una_psn_ != qp_.requester.next_psn()) {
+      ++qp_.counters.retransmit_timeouts;
+      if (retries_left_ == 0) {
+        fail_oldest(WcStatus::kRetryExcErr);
       } else {
-        --retries_left;
-        resend_pending = true;
-        resend_psn = una_psn;
-        rewind_to(una_psn);
-        requester_run();
+        --retries_left_;
+        resend_pending_ = true;
+        resend_psn_ = una_psn_;
+        qp_.requester.rewind_to(una_psn_);
+        qp_.requester.run();
       }
     }
   }
   // Liveness: while packets are unacknowledged a timer must run.
-  if (can_send() && una_psn != npsn) arm_retransmit_timer();
-  if (!timer_armed()) engine->unwatch_timer(this);
+  if (qp_.can_send() && una_psn_ != qp_.requester.next_psn()) arm_retransmit_timer();
+  // A deadline that moved later than the entry that fired needs an entry.
+  if (!queued_deadline_ns_) {
+    uint64_t next = UINT64_MAX;
+    if (retransmit_deadline_ns_) next = retransmit_deadline_ns_;
+    if (rnr_deadline_ns_) next = std::min(next, rnr_deadline_ns_);
+    if (next != UINT64_MAX) schedule(next);
+  }
 }
 
 }  // namespace softverbs

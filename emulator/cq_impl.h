@@ -1,7 +1,13 @@
 // A completion queue: a bounded ring of completions plus the arming state
-// for completion events (IBTA 11.4.2). Guarded by the engine lock.
+// for completion events (IBTA 11.4.2).
+//
+// Threads: the QP roles push under the QP's lock, then this CQ's lock (the
+// lock order is QP, then CQ); a poller takes only this CQ's lock. head and
+// tail are atomics so a poller can see an empty CQ without the lock.
 #pragma once
 
+#include <atomic>
+#include <mutex>
 #include <vector>
 
 #include "emulator/hca.h"
@@ -13,16 +19,24 @@ struct Cq::Impl {
   Engine* engine = nullptr;
   CompletionEventSink* sink = nullptr;
   Cq* self = nullptr;
-  std::vector<Completion> ring;
-  uint64_t head = 0;  // next to poll
-  uint64_t tail = 0;  // next to fill
-  enum class Arm : uint8_t { kNone, kNext, kSolicited } arm = Arm::kNone;
-  bool overflowed = false;
 
-  size_t size() const { return static_cast<size_t>(tail - head); }
+  std::mutex mutex;  // guards everything below; head/tail are written under it
+  std::vector<Completion> ring;
+  std::atomic<uint64_t> head{0};  // next to poll
+  std::atomic<uint64_t> tail{0};  // next to fill
+  enum class Arm : uint8_t { kNone, kNext, kSolicited } arm = Arm::kNone;
+  std::atomic<bool> overflowed{false};  // written under the lock
+
+  // Completions ready, read without the lock (may be stale by the time the
+  // caller acts on it).
+  size_t ready() const {
+    return static_cast<size_t>(tail.load(std::memory_order_acquire) -
+                               head.load(std::memory_order_relaxed));
+  }
 
   // Adds a completion; on a full CQ marks it overflowed (CQ error) and raises
-  // IBV_EVENT_CQ_ERR. Fires a completion event when armed for it.
+  // IBV_EVENT_CQ_ERR. Fires a completion event when armed for it. Takes the
+  // CQ's lock.
   void push(const Completion& completion, bool solicited);
 };
 

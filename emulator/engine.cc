@@ -1,14 +1,11 @@
+// The engine's construction, its QP table, transmission and the process
+// engine. Intake and progress are in packet_intake.cc and
+// progress_thread.cc.
 #include "emulator/engine.h"
 
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#include <time.h>
 
-#include <algorithm>
 #include <cerrno>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -18,7 +15,7 @@
 #include "emulator/control/control_server.h"
 #include "emulator/device_config.h"
 #include "emulator/fault/fault_injector.h"
-#include "emulator/qp_impl.h"
+#include "emulator/hca_impl.h"
 #include "emulator/wire/shm_registry.h"
 #include "emulator/wire/shm_wire.h"
 
@@ -28,12 +25,6 @@ namespace {
 constexpr uint64_t qp_key(uint32_t device_index, uint32_t qpn) {
   return (static_cast<uint64_t>(device_index) << 32) | qpn;
 }
-
-// The longest the progress thread sleeps with nothing to do: bounds how late
-// it notices a timer armed by another thread.
-constexpr uint64_t kIdleSleepNs = 50'000'000;
-constexpr int kProgressThreadNice = -10;
-constexpr long kYieldToApplicationNs = 20'000;
 
 class RegistryQpnSource final : public QpnSource {
  public:
@@ -91,6 +82,13 @@ bool startup_fault_plan(fault::Plan& plan, std::string& error) {
   return true;
 }
 
+// The frame being built by this thread: transmission is per QP, so each
+// sending thread has its own.
+std::span<uint8_t> frame_buffer() {
+  thread_local std::array<uint8_t, packet::kMaxFrameBytes> buffer;
+  return buffer;
+}
+
 }  // namespace
 
 Engine::Engine(Config config)
@@ -143,156 +141,116 @@ Engine* Engine::process(Errno& err) {
   return g_process_engine;
 }
 
+// ---- QP table
+
 Errno Engine::add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn) {
   if (Errno e = qpns_->allocate(device_index, qpn)) return e;
+  std::lock_guard lock(intake_mutex_);
   qps_[qp_key(device_index, qpn)] = qp;
   return 0;
 }
 
 void Engine::remove_qp(uint32_t device_index, uint32_t qpn) {
-  auto it = qps_.find(qp_key(device_index, qpn));
-  if (it == qps_.end()) return;
-  timed_qps_.erase(it->second);
-  qps_.erase(it);
+  {
+    // Taken blocking: once it is ours, no intake holds the QP any more.
+    std::lock_guard lock(intake_mutex_);
+    if (qps_.erase(qp_key(device_index, qpn)) == 0) return;
+  }
   qpns_->release(device_index, qpn);
 }
 
-void Engine::start_control_server() {
-  std::string error;
-  control_server_ = control::ControlServer::start(
-      [this](std::string_view request) {
-        std::lock_guard lock(mutex_);
-        return control::handle_request(*this, request);
-      },
-      error);
-  if (!control_server_) std::fprintf(stderr, "softverbs: no control socket: %s\n", error.c_str());
+QpImpl* Engine::find_qp(uint32_t device_index, uint32_t qpn) const {
+  auto it = qps_.find(qp_key(device_index, qpn));
+  return it == qps_.end() ? nullptr : it->second;
+}
+
+// ---- transmission
+
+void Engine::send_frame(const WireAddress& dst, std::span<const uint8_t> frame) {
+  counters_.frames_sent.fetch_add(1, std::memory_order_relaxed);
+  if (!wire_->send(dst, frame))
+    counters_.frames_dropped_unroutable.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Engine::transmit(const WireAddress& dst, const packet::Headers& headers,
+                      std::span<const uint8_t> payload) {
+  std::span<uint8_t> buffer = frame_buffer();
+  const size_t n = packet::encode_ib(headers, payload, buffer);
+  if (n == 0) return;  // unknown opcode or oversized: a bug, nothing to send
+  send_frame(dst, buffer.first(n));
+}
+
+WcStatus Engine::transmit_gathered(const WireAddress& dst, const packet::Headers& headers,
+                                   uint32_t length, bool port_up, PayloadGatherer& gatherer) {
+  std::span<uint8_t> buffer = frame_buffer();
+  const size_t header_bytes = packet::ib_header_bytes(headers);
+  if (header_bytes + length > buffer.size()) return WcStatus::kLocLenErr;
+  // The payload goes straight to its place in the frame; encoding writes
+  // only the headers and the ICRC around it.
+  std::span<uint8_t> payload = buffer.subspan(header_bytes, length);
+  if (WcStatus st = gatherer.gather(payload); st != WcStatus::kSuccess) return st;
+  if (!port_up) return WcStatus::kSuccess;
+  const size_t n = packet::encode_ib(headers, payload, buffer);
+  if (n != 0) send_frame(dst, buffer.first(n));
+  return WcStatus::kSuccess;
+}
+
+void Engine::schedule_timer(TimerQueue::Key key, uint64_t deadline_ns) {
+  if (!timers_.schedule(key, deadline_ns)) return;
+  const uint64_t sleeping_until = progress_sleeps_until_ns_.load(std::memory_order_relaxed);
+  if (sleeping_until && deadline_ns < sleeping_until) wire_->wake();
+}
+
+EngineCounters Engine::counters() const {
+  EngineCounters c;
+  c.frames_sent = counters_.frames_sent.load(std::memory_order_relaxed);
+  c.frames_received = counters_.frames_received.load(std::memory_order_relaxed);
+  c.frames_dropped_malformed = counters_.frames_dropped_malformed.load(std::memory_order_relaxed);
+  c.frames_dropped_no_qp = counters_.frames_dropped_no_qp.load(std::memory_order_relaxed);
+  c.frames_dropped_unroutable = counters_.frames_dropped_unroutable.load(std::memory_order_relaxed);
+  c.frames_dropped_bad_icrc = counters_.frames_dropped_bad_icrc.load(std::memory_order_relaxed);
+  c.frames_dropped_port_down = counters_.frames_dropped_port_down.load(std::memory_order_relaxed);
+  return c;
+}
+
+// ---- HCAs, ports, control
+
+void Engine::add_hca(Hca* hca) {
+  std::lock_guard lock(objects_mutex_);
+  hcas_.insert(hca);
+}
+
+void Engine::remove_hca(Hca* hca) {
+  std::lock_guard lock(objects_mutex_);
+  hcas_.erase(hca);
 }
 
 void Engine::set_port_up(uint32_t device_index, bool up) {
+  std::lock_guard lock(objects_mutex_);
   if (port_up(device_index) == up) return;
   if (up)
-    ports_down_ &= ~(1u << device_index);
+    ports_down_.fetch_and(~(1u << device_index));
   else
-    ports_down_ |= 1u << device_index;
+    ports_down_.fetch_or(1u << device_index);
   for (Hca* hca : hcas_) {
     if (hca->description().index != device_index) continue;
     Hca::Impl& impl = hca->impl();
-    impl.port.state = up ? PortState::kActive : PortState::kDown;
-    impl.port.phys_state = up ? 5 : 3;  // LinkUp / Disabled
+    {
+      std::lock_guard port_lock(impl.port_mutex);
+      impl.port.state = up ? PortState::kActive : PortState::kDown;
+      impl.port.phys_state = up ? 5 : 3;  // LinkUp / Disabled
+    }
     impl.raise(AsyncEvent{up ? AsyncEventType::kPortActive : AsyncEventType::kPortErr, nullptr,
                           nullptr, 1});
   }
 }
 
-void Engine::transmit(uint32_t device_index, uint32_t qpn,
-                      const packet::Headers& headers,
-                      std::span<const uint8_t> payload) {
-  size_t n = packet::encode_ib(headers, payload, frame_buffer_);
-  if (n == 0) return;  // unknown opcode or oversized: a bug, nothing to send
-  ++counters_.frames_sent;
-  if (!wire_->send(WireAddress{device_index, qpn},
-                   std::span<const uint8_t>(frame_buffer_.data(), n)))
-    ++counters_.frames_dropped_unroutable;
-}
-
-void Engine::deliver(std::span<const uint8_t> frame) {
-  ++counters_.frames_received;
-  packet::DecodedPacket pkt;
-  if (packet::DecodeError e = packet::decode_ib(frame, pkt); e != packet::DecodeError::kNone) {
-    ++counters_.frames_dropped_malformed;
-    if (e == packet::DecodeError::kBadIcrc) ++counters_.frames_dropped_bad_icrc;
-    return;
-  }
-  const DeviceDescription* device = find_device_by_lid(pkt.headers.lrh.dlid);
-  if (!device && pkt.headers.has_grh) device = find_device_by_gid(pkt.headers.grh.dgid);
-  if (device && !port_up(device->index)) {
-    ++counters_.frames_dropped_port_down;
-    return;
-  }
-  auto it = device ? qps_.find(qp_key(device->index, pkt.headers.bth.dest_qp)) : qps_.end();
-  if (it == qps_.end()) {
-    ++counters_.frames_dropped_no_qp;
-    return;
-  }
-  it->second->receive(pkt);
-}
-
-void Engine::watch_timer(QpImpl* qp) {
-  timed_qps_.insert(qp);
-  uint64_t deadline = UINT64_MAX;
-  if (qp->retransmit_deadline_ns) deadline = qp->retransmit_deadline_ns;
-  if (qp->rnr_deadline_ns) deadline = std::min(deadline, qp->rnr_deadline_ns);
-  const uint64_t sleeping_until = progress_sleeps_until_ns_.load(std::memory_order_relaxed);
-  if (sleeping_until && deadline < sleeping_until) wire_->wake();
-}
-
-void Engine::run_timers() {
-  if (timed_qps_.empty()) return;
-  const uint64_t now = clock_->now_ns();
-  // on_timer may unwatch (or the QP may error out): iterate over a copy.
-  std::vector<QpImpl*> due;
-  for (QpImpl* qp : timed_qps_) {
-    uint64_t d1 = qp->retransmit_deadline_ns, d2 = qp->rnr_deadline_ns;
-    if ((d1 && d1 <= now) || (d2 && d2 <= now)) due.push_back(qp);
-  }
-  for (QpImpl* qp : due)
-    if (timed_qps_.count(qp)) qp->on_timer(now);
-}
-
-uint64_t Engine::next_deadline_ns() const {
-  uint64_t next = UINT64_MAX;
-  for (const QpImpl* qp : timed_qps_) {
-    if (qp->retransmit_deadline_ns) next = std::min(next, qp->retransmit_deadline_ns);
-    if (qp->rnr_deadline_ns) next = std::min(next, qp->rnr_deadline_ns);
-  }
-  return next;
-}
-
-size_t Engine::progress_locked(size_t budget) {
-  size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
-  run_timers();
-  return served;
-}
-
-void Engine::progress_thread_main() {
-  pthread_setname_np(pthread_self(), "softverbs-prog");
-  // Serving a one-sided operation whose target spins on memory needs this
-  // thread on a CPU at once, ahead of the spinning application threads.
-  // Best effort: without CAP_SYS_NICE the call fails and nothing changes.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kProgressThreadNice);
-  while (!stopping_.load(std::memory_order_relaxed)) {
-    size_t served;
-    uint64_t deadline;
-    bool deferred;
-    {
-      std::unique_lock lock(mutex_, std::try_to_lock);
-      if (!lock.owns_lock()) {
-        // An application thread is inside a verb, so it serves what came
-        // (a poll drains the wire): stay out of its way for a moment
-        // rather than make it wait for this thread.
-        timespec nap{0, kYieldToApplicationNs};
-        nanosleep(&nap, nullptr);
-        continue;
-      }
-      served = progress_locked(256);
-      deadline = next_deadline_ns();
-      deferred = wire_->has_deferred();
-    }
-    if (served) continue;
-    if (deferred) {
-      // Frames wait for room at a peer: retry soon, without a busy spin.
-      wire_->wait(20'000);
-      continue;
-    }
-    uint64_t now = clock_->now_ns();
-    uint64_t sleep = kIdleSleepNs;
-    if (deadline != UINT64_MAX) sleep = deadline > now ? std::min(sleep, deadline - now) : 0;
-    if (sleep) {
-      progress_sleeps_until_ns_.store(now + sleep, std::memory_order_relaxed);
-      wire_->wait(sleep);
-      progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
-    }
-  }
+void Engine::start_control_server() {
+  std::string error;
+  control_server_ = control::ControlServer::start(
+      [this](std::string_view request) { return control::handle_request(*this, request); },
+      error);
+  if (!control_server_) std::fprintf(stderr, "softverbs: no control socket: %s\n", error.c_str());
 }
 
 }  // namespace softverbs

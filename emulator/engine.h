@@ -1,22 +1,23 @@
-// The engine of one process: the wire, the clock, the lock over all transport
-// state, the table of local QPs, timers, and the progress thread.
+// The engine of one process: the wire, the clock, the table of local QPs,
+// the timer queue, packet intake and the progress thread.
 //
-// Threads and ownership (the rule every file follows):
-//  - All transport state (QPs, CQs, MRs, timers) is guarded by mutex().
-//    Application threads take it inside each verb; the progress thread takes
-//    it to serve packets that arrive while the application is not calling in.
-//  - A busy-polling application drives progress itself (Cq::poll runs
-//    progress_locked()), so no thread hop sits in its fast path; the progress
-//    thread sleeps on the wire's doorbell whenever it finds nothing to do,
-//    and senders ring it only while it sleeps. It serves what arrives while
-//    the application is not calling in: one-sided operations whose target
-//    polls memory, ACKs, timers. It runs at a raised priority where the
-//    process may (so a target spinning on memory does not hold it off the
-//    CPU for a scheduler tick), and when it finds an application thread
-//    inside a verb it naps instead of contending for the lock: that thread
-//    serves what came. (Measured on two cores: ib_write_lat 64 B typical
-//    29 us, 99% 86 us; ibv_rc_pingpong 64 B 3-4 us per round trip.)
-//  - The wire has its own internal locking; the engine calls it under mutex().
+// Threads and locks (docs/architecture.md has the full table):
+//  - Transport state lives in QPs and CQs, each with its own lock, so
+//    threads using different QPs and CQs do not serialize.
+//  - Intake (this engine's `intake_mutex_`) serves what the wire received
+//    and the timers that are due, one thread at a time: whoever calls
+//    progress() first; others find it taken and go on (try-lock). It also
+//    guards the QP table, so a QP removed under it is reached by no packet
+//    or timer afterwards.
+//  - Lock order: intake -> QP -> CQ; the timer queue, the MR table, the
+//    wire's own locks and the event sinks are taken last and hold nothing.
+//  - A busy-polling application drives progress itself (Cq::poll calls
+//    progress()), so no thread hop sits in its fast path. The progress thread
+//    serves what arrives while the application is not calling in (one-sided
+//    operations on a target that polls memory, ACKs, timers): after activity
+//    it spins for a short while, then sleeps on the wire's doorbell; while
+//    an application thread is polling, it only naps, without announcing
+//    sleep, so peers never ring the doorbell of a process that is awake.
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,7 @@
 
 #include "emulator/clock.h"
 #include "emulator/packet/codec.h"
+#include "emulator/timer_queue.h"
 #include "emulator/types.h"
 #include "emulator/wire/wire.h"
 
@@ -62,6 +64,15 @@ struct EngineCounters {
   uint64_t frames_dropped_port_down = 0;  // in or out while the port was down
 };
 
+// Fills a packet's payload straight into the frame being built.
+class PayloadGatherer {
+ public:
+  virtual WcStatus gather(std::span<uint8_t> into) = 0;
+
+ protected:
+  ~PayloadGatherer() = default;
+};
+
 class Engine {
  public:
   struct Config {
@@ -84,44 +95,62 @@ class Engine {
   // use. nullptr + err when the shared registry or mailbox can't be set up.
   static Engine* process(Errno& err);
 
-  std::mutex& mutex() { return mutex_; }
   const Clock& clock() const { return *clock_; }
   Wire& wire() { return *wire_; }
 
-  // QP table. Called with mutex() held.
+  // QP table. add_qp allocates the QPN. After remove_qp returns, intake
+  // hands the QP nothing more.
   Errno add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn);
   void remove_qp(uint32_t device_index, uint32_t qpn);
 
-  // Encodes and sends one frame. Called with mutex() held.
-  void transmit(uint32_t device_index, uint32_t qpn, const packet::Headers& headers,
+  // Encodes and sends one frame. Any thread (under the sending QP's lock).
+  void transmit(const WireAddress& dst, const packet::Headers& headers,
                 std::span<const uint8_t> payload);
+  // The same with a payload of `length` bytes that `gatherer` writes
+  // straight into the frame. When the gatherer fails, nothing is sent and
+  // its status is returned. With port_down, the frame is built (so errors
+  // show) but not sent.
+  WcStatus transmit_gathered(const WireAddress& dst, const packet::Headers& headers,
+                             uint32_t length, bool port_up, PayloadGatherer& gatherer);
 
-  // A QP whose timer is armed is checked by progress_locked().
-  // Wakes the progress thread if it sleeps past the QP's deadline, so a
-  // timer armed while the application is not polling fires on time.
-  void watch_timer(QpImpl* qp);
-  void unwatch_timer(QpImpl* qp) { timed_qps_.erase(qp); }
+  // Asks for on_timer() of the QP with `key` once `deadline_ns` has come.
+  // Wakes the progress thread if it sleeps past it.
+  void schedule_timer(TimerQueue::Key key, uint64_t deadline_ns);
 
-  // Serves up to `budget` arrived frames and expired timers. Called with
-  // mutex() held. Returns the number of frames served.
-  size_t progress_locked(size_t budget = 64);
+  // Serves up to `budget` arrived frames and the timers that are due,
+  // unless another thread is doing so already. Returns the frames served.
+  size_t progress(size_t budget = 64);
+  // An application thread is polling: the progress thread need not sleep
+  // where peers would have to wake it. Cheap enough for every poll.
+  void note_application_poll() {
+    application_polls_.store(application_polls_.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
+  }
 
-  EngineCounters counters() const { return counters_; }
+  EngineCounters counters() const;
 
-  // The HCAs open in this process (for stats and port events). With mutex().
-  void add_hca(Hca* hca) { hcas_.insert(hca); }
-  void remove_hca(Hca* hca) { hcas_.erase(hca); }
-  const std::unordered_set<Hca*>& hcas() const { return hcas_; }
+  // The HCAs open in this process (for stats and port events).
+  void add_hca(Hca* hca);
+  void remove_hca(Hca* hca);
+  // Calls fn(Hca&) for each, with the HCA set locked.
+  template <typename Fn>
+  void for_each_hca(Fn&& fn) {
+    std::lock_guard lock(objects_mutex_);
+    for (Hca* hca : hcas_) fn(*hca);
+  }
 
   // Port state of a device as this process sees it: a downed port drops
   // every frame in and out and raises PORT_ERR; up again, PORT_ACTIVE.
-  bool port_up(uint32_t device_index) const { return !(ports_down_ & (1u << device_index)); }
-  void set_port_up(uint32_t device_index, bool up);  // with mutex()
+  bool port_up(uint32_t device_index) const {
+    return !(ports_down_.load(std::memory_order_relaxed) & (1u << device_index));
+  }
+  void set_port_up(uint32_t device_index, bool up);
 
   // Forced RNR: the responder answers every SEND with an RNR NAK, as if no
   // receive WQE were posted. 0: off; kAllQps: every QP; else one QPN.
   static constexpr uint32_t kAllQps = 0xffffffff;
-  uint32_t forced_rnr_qpn = 0;  // with mutex()
+  uint32_t forced_rnr_qpn() const { return forced_rnr_qpn_.load(std::memory_order_relaxed); }
+  void set_forced_rnr_qpn(uint32_t qpn) { forced_rnr_qpn_.store(qpn, std::memory_order_relaxed); }
 
   // The fault injector between the engine and the wire, if there is one.
   fault::FaultInjector* fault_injector() const { return fault_injector_; }
@@ -130,26 +159,44 @@ class Engine {
   // socket (the process engine does; unit-test engines don't).
   void start_control_server();
 
-
  private:
-  void deliver(std::span<const uint8_t> frame);
-  void run_timers();
-  uint64_t next_deadline_ns() const;
-  void progress_thread_main();
+  struct Counters {
+    std::atomic<uint64_t> frames_sent{0};
+    std::atomic<uint64_t> frames_received{0};
+    std::atomic<uint64_t> frames_dropped_malformed{0};
+    std::atomic<uint64_t> frames_dropped_no_qp{0};
+    std::atomic<uint64_t> frames_dropped_unroutable{0};
+    std::atomic<uint64_t> frames_dropped_bad_icrc{0};
+    std::atomic<uint64_t> frames_dropped_port_down{0};
+  };
 
-  std::mutex mutex_;
+  // packet_intake.cc: with intake_mutex_ held.
+  void deliver(std::span<const uint8_t> frame);
+  void run_due_timers();
+  QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
+  // progress_thread.cc
+  void progress_thread_main();
+  void send_frame(const WireAddress& dst, std::span<const uint8_t> frame);
+
   std::unique_ptr<Wire> wire_;
   std::unique_ptr<QpnSource> qpns_;
   const Clock* clock_;
   std::shared_ptr<void> keepalive_;
-  std::unordered_map<uint64_t, QpImpl*> qps_;
-  std::unordered_set<Hca*> hcas_;
-  uint32_t ports_down_ = 0;  // bit per device index
   fault::FaultInjector* fault_injector_ = nullptr;
   std::unique_ptr<control::ControlServer> control_server_;
-  std::unordered_set<QpImpl*> timed_qps_;
-  EngineCounters counters_;
-  std::array<uint8_t, packet::kMaxFrameBytes> frame_buffer_{};
+
+  std::mutex intake_mutex_;  // guards qps_ and the intake itself
+  std::unordered_map<uint64_t, QpImpl*> qps_;
+  std::vector<TimerQueue::Key> due_timers_;  // scratch of run_due_timers
+  TimerQueue timers_;
+
+  std::mutex objects_mutex_;  // guards hcas_
+  std::unordered_set<Hca*> hcas_;
+
+  std::atomic<uint32_t> ports_down_{0};  // bit per device index
+  std::atomic<uint32_t> forced_rnr_qpn_{0};
+  Counters counters_;
+  std::atomic<uint64_t> application_polls_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> progress_sleeps_until_ns_{0};  // 0: not asleep
   std::thread progress_thread_;

@@ -49,18 +49,14 @@ bool valid_access(uint32_t access) {
 
 Hca::Hca(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   impl_->self = this;
-  std::lock_guard lock(impl_->engine->mutex());
-  impl_->engine->add_hca(this);
   if (!impl_->engine->port_up(impl_->description.index)) {
     impl_->port.state = PortState::kDown;
     impl_->port.phys_state = 3;
   }
+  impl_->engine->add_hca(this);
 }
 
-Hca::~Hca() {
-  std::lock_guard lock(impl_->engine->mutex());
-  impl_->engine->remove_hca(this);
-}
+Hca::~Hca() { impl_->engine->remove_hca(this); }
 
 std::unique_ptr<Hca> Hca::open(uint32_t index, Errno& err) {
   if (index >= configured_devices().size()) {
@@ -94,12 +90,13 @@ Engine& Hca::engine() const { return *impl_->engine; }
 
 Errno Hca::query_port(uint8_t port, PortAttributes& out) const {
   if (port != 1) return EINVAL;
+  std::lock_guard lock(impl_->port_mutex);
   out = impl_->port;
   return 0;
 }
 
 Errno Hca::query_gid(uint8_t port, uint32_t index, Gid& out) const {
-  if (port != 1 || index >= impl_->port.gid_tbl_len) return EINVAL;
+  if (port != 1 || index >= kGidTableLen) return EINVAL;
   const auto& gids = impl_->description.gids;
   // Unpopulated entries of the table read as zero, as on an HCA.
   out = index < gids.size() ? gids[index] : Gid{};
@@ -113,21 +110,22 @@ Errno Hca::query_pkey(uint8_t port, uint32_t index, uint16_t& out) const {
 }
 
 QpCounters Hca::counters() const {
-  std::lock_guard lock(impl_->engine->mutex());
+  std::lock_guard lock(impl_->objects_mutex);
   QpCounters total = impl_->destroyed_qp_counters;
-  for (const QpImpl* qp : impl_->qps) total += qp->counters;
+  for (QpImpl* qp : impl_->qps) {
+    std::lock_guard qp_lock(qp->mutex);
+    total += qp->counters;
+  }
   return total;
 }
 
 void Hca::set_async_event_sink(AsyncEventSink* sink) {
-  std::lock_guard lock(impl_->engine->mutex());
-  impl_->async_sink = sink;
+  impl_->async_sink.store(sink, std::memory_order_release);
 }
 
 std::unique_ptr<Pd> Hca::alloc_pd(Errno& err) {
-  std::lock_guard lock(impl_->engine->mutex());
   err = 0;
-  return std::unique_ptr<Pd>(new Pd(*this, impl_->next_pd_handle++));
+  return std::unique_ptr<Pd>(new Pd(*this, impl_->next_pd_handle.fetch_add(1)));
 }
 
 Pd::~Pd() = default;
@@ -138,7 +136,7 @@ std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length,
     err = EINVAL;
     return nullptr;
   }
-  std::lock_guard lock(impl_->engine->mutex());
+  std::unique_lock lock(impl_->mr_mutex);
   if (impl_->mrs_by_key.size() >= impl_->attributes.max_mr) {
     err = ENOMEM;
     return nullptr;
@@ -157,8 +155,11 @@ std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length,
 
 Mr::~Mr() {
   Hca::Impl& hca = pd_.hca().impl();
-  std::lock_guard lock(hca.engine->mutex());
-  hca.mrs_by_key.erase(lkey_);
+  {
+    // Exclusive: waits for any access in progress (they hold it shared).
+    std::unique_lock lock(hca.mr_mutex);
+    hca.mrs_by_key.erase(lkey_);
+  }
   pd_.users.fetch_sub(1);
 }
 
@@ -176,46 +177,6 @@ std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errn
   impl->ring.resize(cqe);
   err = 0;
   return std::unique_ptr<Cq>(new Cq(std::move(impl)));
-}
-
-Cq::Cq(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
-Cq::~Cq() = default;
-
-uint32_t Cq::capacity() const { return static_cast<uint32_t>(impl_->ring.size()); }
-
-void Cq::Impl::push(const Completion& completion, bool solicited) {
-  if (overflowed) return;
-  if (size() >= ring.size()) {
-    overflowed = true;
-    hca->impl().raise(AsyncEvent{AsyncEventType::kCqErr, nullptr, self, 0});
-    return;
-  }
-  ring[tail % ring.size()] = completion;
-  ++tail;
-  if (arm == Arm::kNext || (arm == Arm::kSolicited && solicited)) {
-    arm = Arm::kNone;
-    if (sink) sink->on_completion_event(*self);
-  }
-}
-
-int Cq::poll(std::span<Completion> out) {
-  std::lock_guard lock(impl_->engine->mutex());
-  if (impl_->size() < out.size()) impl_->engine->progress_locked();
-  if (impl_->overflowed) return -1;
-  size_t n = 0;
-  while (n < out.size() && impl_->head != impl_->tail) {
-    out[n++] = impl_->ring[impl_->head % impl_->ring.size()];
-    ++impl_->head;
-  }
-  return static_cast<int>(n);
-}
-
-Errno Cq::arm(bool solicited_only) {
-  std::lock_guard lock(impl_->engine->mutex());
-  // "Next" wins over "solicited" until the event fires (IBTA 11.4.2.2).
-  if (impl_->arm != Impl::Arm::kNext)
-    impl_->arm = solicited_only ? Impl::Arm::kSolicited : Impl::Arm::kNext;
-  return 0;
 }
 
 // ---------------------------------------------------------------- Qp
@@ -248,74 +209,30 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   c.max_send_sge = std::max(c.max_send_sge, 1u);
   c.max_recv_sge = std::max(c.max_recv_sge, 1u);
   impl->cap = c;
-  impl->sq.resize(c.max_send_wr);
-  impl->sq_sges.resize(size_t(c.max_send_wr) * c.max_send_sge);
-  impl->sq_inline.resize(size_t(c.max_send_wr) * c.max_inline_data);
-  impl->rq.resize(c.max_recv_wr);
-  impl->rq_sges.resize(size_t(c.max_recv_wr) * c.max_recv_sge);
+  impl->sq.resize(c);
+  impl->rq.resize(c);
   impl->attr.cap = c;
   impl->attr.port_num = 1;
-  std::lock_guard lock(impl_->engine->mutex());
   uint32_t qpn = 0;
-  if (Errno e = impl_->engine->add_qp(impl->device_index, impl.get(), qpn)) {
-    err = e == EAGAIN ? ENOMEM : e;
-    return nullptr;
+  {
+    // The QPN is known only once it is in the engine's table, but no packet
+    // can reach a QP before its peer learns the QPN, which is later.
+    std::lock_guard qp_lock(impl->mutex);
+    if (Errno e = impl_->engine->add_qp(impl->device_index, impl.get(), qpn)) {
+      err = e == EAGAIN ? ENOMEM : e;
+      return nullptr;
+    }
+    impl->qpn = qpn;
   }
-  impl->qpn = qpn;
-  impl_->qps.insert(impl.get());
+  {
+    std::lock_guard lock(impl_->objects_mutex);
+    impl_->qps.insert(impl.get());
+  }
   pd.users.fetch_add(1);
   init.send_cq->users.fetch_add(1);
   init.recv_cq->users.fetch_add(1);
   err = 0;
   return std::unique_ptr<Qp>(new Qp(std::move(impl)));
-}
-
-Qp::Qp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
-
-Qp::~Qp() {
-  std::lock_guard lock(impl_->engine->mutex());
-  impl_->engine->remove_qp(impl_->device_index, impl_->qpn);
-  impl_->hca->impl().qps.erase(impl_.get());
-  impl_->hca->impl().destroyed_qp_counters += impl_->counters;
-  impl_->pd->users.fetch_sub(1);
-  impl_->send_cq->users.fetch_sub(1);
-  impl_->recv_cq->users.fetch_sub(1);
-}
-
-uint32_t Qp::qpn() const { return impl_->qpn; }
-QpType Qp::type() const { return impl_->type; }
-
-QpState Qp::state() const {
-  std::lock_guard lock(impl_->engine->mutex());
-  return impl_->attr.state;
-}
-
-Errno Qp::modify(const QpAttributes& attr, uint32_t mask) {
-  std::lock_guard lock(impl_->engine->mutex());
-  return impl_->modify(attr, mask);
-}
-
-Errno Qp::query(QpAttributes& out) const {
-  std::lock_guard lock(impl_->engine->mutex());
-  out = impl_->attr;
-  out.cur_state = impl_->attr.state;
-  out.sq_draining = impl_->attr.state == QpState::kSqd && impl_->sq_head != impl_->sq_tail;
-  return 0;
-}
-
-QpCounters Qp::counters() const {
-  std::lock_guard lock(impl_->engine->mutex());
-  return impl_->counters;
-}
-
-Errno Qp::post_send(const SendRequest& wr) {
-  std::lock_guard lock(impl_->engine->mutex());
-  return impl_->post_send(wr);
-}
-
-Errno Qp::post_recv(const RecvRequest& wr) {
-  std::lock_guard lock(impl_->engine->mutex());
-  return impl_->post_recv(wr);
 }
 
 }  // namespace softverbs

@@ -4,10 +4,10 @@
 // destroys children before parents, as verbs requires; the HCA checks that
 // and refuses with EBUSY otherwise.
 //
-// Threads: every method may be called from any thread. All transport state of
-// a process is guarded by one engine lock (see engine.h); methods take it
-// themselves. Callbacks (CompletionEventSink, AsyncEventSink) run with the
-// engine lock held and must only record the event and signal an fd.
+// Threads: every method may be called from any thread; each object has its
+// own lock, taken by its methods (see engine.h for the order). Callbacks
+// (CompletionEventSink, AsyncEventSink) may run on any thread, with a QP's
+// lock held, and must only record the event and signal an fd.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,14 @@
 // What an open soft device holds in one process.
+//
+// Threads: the MR table is read on every memory access (shared lock) and
+// changed by register/deregister (exclusive); the QP set and counters of
+// destroyed QPs are for stats, under `objects_mutex`. The rest is set at
+// open and read-only, except the port state (port_mutex).
 #pragma once
 
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -15,21 +23,30 @@ struct Hca::Impl {
   Engine* engine = nullptr;
   DeviceDescription description;
   DeviceAttributes attributes;
+
+  mutable std::mutex port_mutex;
   PortAttributes port;
-  AsyncEventSink* async_sink = nullptr;
-  uint32_t next_pd_handle = 1;
+
+  std::atomic<AsyncEventSink*> async_sink{nullptr};
+  std::atomic<uint32_t> next_pd_handle{1};
+
+  mutable std::shared_mutex mr_mutex;
   uint32_t next_key_index = 1;
   std::unordered_map<uint32_t, Mr*> mrs_by_key;  // lkey == rkey
+
+  mutable std::mutex objects_mutex;
   std::unordered_set<QpImpl*> qps;
   QpCounters destroyed_qp_counters;  // kept so device totals never go down
 
-  // MR lookup for local (lkey) and remote (rkey) accesses. nullptr if none.
-  Mr* find_mr(uint32_t key) const {
+  // MR lookup for local (lkey) and remote (rkey) accesses, with mr_mutex
+  // held. nullptr if none.
+  Mr* find_mr_locked(uint32_t key) const {
     auto it = mrs_by_key.find(key);
     return it == mrs_by_key.end() ? nullptr : it->second;
   }
   void raise(const AsyncEvent& event) {
-    if (async_sink) async_sink->on_async_event(event);
+    if (AsyncEventSink* sink = async_sink.load(std::memory_order_acquire))
+      sink->on_async_event(event);
   }
 };
 

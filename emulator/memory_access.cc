@@ -1,7 +1,8 @@
 // Every access to application memory goes through here: the key names an MR
 // of this device, the MR is in the QP's PD, grants the access, and the range
 // lies inside it (IBTA 10.6.x, 9.7.4.1.x). Nothing is read or written
-// otherwise.
+// otherwise. The MR table stays locked (shared) across the check and the
+// copy, so deregistration waits for an access in progress.
 #include <algorithm>
 #include <cstring>
 
@@ -15,10 +16,11 @@ bool inside(const Mr& mr, uint64_t va, uint64_t len) {
 }
 
 // Walks the SGE list from byte `offset`, calling fn(sge_addr, n, data_pos)
-// for each piece of `len` bytes. Returns kLocLenErr when the SGEs are too short.
+// for each piece of `len` bytes. Returns kLocLenErr when the SGEs are too
+// short. With the MR table locked.
 template <typename Fn>
-WcStatus walk(const QpImpl& qp, const Sge* sges, uint32_t count, uint64_t offset, uint64_t len,
-              uint32_t needed_access, Fn&& fn) {
+WcStatus walk_locked(const QpImpl& qp, const Sge* sges, uint32_t count, uint64_t offset,
+                     uint64_t len, uint32_t needed_access, Fn&& fn) {
   uint64_t done = 0;
   for (uint32_t i = 0; i < count && done < len; ++i) {
     const Sge& s = sges[i];
@@ -27,7 +29,7 @@ WcStatus walk(const QpImpl& qp, const Sge* sges, uint32_t count, uint64_t offset
       continue;
     }
     const uint64_t n = std::min<uint64_t>(s.length - offset, len - done);
-    const Mr* mr = qp.hca->impl().find_mr(s.lkey);
+    const Mr* mr = qp.hca->impl().find_mr_locked(s.lkey);
     if (!mr || &mr->pd() != qp.pd || !inside(*mr, s.addr + offset, n) ||
         (mr->access() & needed_access) != needed_access)
       return WcStatus::kLocProtErr;
@@ -42,23 +44,25 @@ WcStatus walk(const QpImpl& qp, const Sge* sges, uint32_t count, uint64_t offset
 
 WcStatus QpImpl::gather(const Sge* sges, uint32_t n, uint64_t offset,
                         std::span<uint8_t> out) const {
-  return walk(*this, sges, n, offset, out.size(), 0, [&](uint64_t addr, uint64_t len, uint64_t pos) {
-    std::memcpy(out.data() + pos, reinterpret_cast<const void*>(addr), len);
-  });
+  std::shared_lock lock(hca->impl().mr_mutex);
+  return walk_locked(*this, sges, n, offset, out.size(), 0,
+                     [&](uint64_t addr, uint64_t len, uint64_t pos) {
+                       std::memcpy(out.data() + pos, reinterpret_cast<const void*>(addr), len);
+                     });
 }
 
 WcStatus QpImpl::scatter(const Sge* sges, uint32_t n, uint64_t offset,
                          std::span<const uint8_t> in) const {
-  return walk(*this, sges, n, offset, in.size(), kAccessLocalWrite,
-              [&](uint64_t addr, uint64_t len, uint64_t pos) {
-                std::memcpy(reinterpret_cast<void*>(addr), in.data() + pos, len);
-              });
+  std::shared_lock lock(hca->impl().mr_mutex);
+  return walk_locked(*this, sges, n, offset, in.size(), kAccessLocalWrite,
+                     [&](uint64_t addr, uint64_t len, uint64_t pos) {
+                       std::memcpy(reinterpret_cast<void*>(addr), in.data() + pos, len);
+                     });
 }
 
-bool QpImpl::remote_access_ok(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const {
-  if ((attr.access_flags & access) != access) return false;
-  if (len == 0) return true;  // zero-length accesses touch no memory (IBTA 9.4.4)
-  const Mr* mr = hca->impl().find_mr(rkey);
+bool QpImpl::remote_access_ok_locked(uint32_t rkey, uint64_t va, uint64_t len,
+                                     uint32_t access) const {
+  const Mr* mr = hca->impl().find_mr_locked(rkey);
   return mr && &mr->pd() == pd && (mr->access() & access) == access && inside(*mr, va, len);
 }
 

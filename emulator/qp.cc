@@ -1,9 +1,11 @@
-// Modify QP, posting, and the transitions' side effects.
+// Modify QP, posting, the transitions' side effects, and the QP's packets
+// in and out. The public Qp methods take the QP's lock and call these.
 #include <algorithm>
 #include <cerrno>
 
 #include "emulator/qp_impl.h"
 #include "emulator/qp_state.h"
+#include "emulator/wire/wire.h"
 
 namespace softverbs {
 namespace {
@@ -111,7 +113,6 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t mask) {
     if (!peer) peer = find_device_by_lid(a.av.dlid);
     // An address no soft device owns is legal (a remote host, later): its
     // packets are dropped and counted by the wire.
-    peer_routable = peer != nullptr;
     peer_device_index = peer ? peer->index : 0;
   }
   copy_attrs(attr, a, mask);
@@ -121,28 +122,27 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t mask) {
   switch (next) {
     case QpState::kReset: reset(); break;
     case QpState::kErr: enter_error(); break;
-    case QpState::kRtr:
-      epsn = attr.rq_psn;
-      atomic_results.assign(std::max<uint32_t>(attr.max_dest_rd_atomic, 1), AtomicResult{});
-      break;
+    case QpState::kRtr: responder.start(attr.rq_psn, attr.max_dest_rd_atomic); break;
     case QpState::kRts:
       if (cur == QpState::kRtr) {
-        npsn = una_psn = psn_high = attr.sq_psn;
-        retries_left = attr.retry_cnt;
-        rnr_retries_left = attr.rnr_retry;
+        requester.start(attr.sq_psn);
+        completer.start(attr.sq_psn);
       }
-      requester_run();
+      requester.run();
       break;
     case QpState::kSqd:
       sq_drained_notify = attr.en_sqd_async_notify;
-      if (sq_drained_notify && sq_head == sq_tail) {
-        sq_drained_notify = false;
-        raise(AsyncEventType::kSqDrained);
-      }
+      note_send_queue_drained();
       break;
     default: break;
   }
   return 0;
+}
+
+void QpImpl::note_send_queue_drained() {
+  if (attr.state != QpState::kSqd || !sq_drained_notify || !sq.empty()) return;
+  sq_drained_notify = false;
+  raise(AsyncEventType::kSqDrained);
 }
 
 Errno QpImpl::post_send(const SendRequest& wr) {
@@ -154,7 +154,7 @@ Errno QpImpl::post_send(const SendRequest& wr) {
   } else if (wr.sges.size() > cap.max_send_sge) {
     return EINVAL;
   }
-  if (sq_tail - sq_head >= sq.size()) return ENOMEM;
+  if (sq.full()) return ENOMEM;
   uint64_t length = 0;
   if (is_inline) {
     length = wr.inline_data.size();
@@ -163,7 +163,7 @@ Errno QpImpl::post_send(const SendRequest& wr) {
   }
   if (length > kMaxMsgSize) return EINVAL;
 
-  SendWqe& w = sq_at(sq_tail);
+  SendWqe& w = sq.at(sq.tail);
   w = SendWqe{};
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
@@ -176,81 +176,194 @@ Errno QpImpl::post_send(const SendRequest& wr) {
   w.length = length;
   if (is_inline) {
     w.inline_len = static_cast<uint32_t>(length);
-    std::copy(wr.inline_data.begin(), wr.inline_data.end(), sq_inline_at(sq_tail));
+    std::copy(wr.inline_data.begin(), wr.inline_data.end(), sq.inline_at(sq.tail));
   } else {
     w.num_sge = static_cast<uint32_t>(wr.sges.size());
-    std::copy(wr.sges.begin(), wr.sges.end(), sq_sges_at(sq_tail));
+    std::copy(wr.sges.begin(), wr.sges.end(), sq.sges_at(sq.tail));
   }
-  ++sq_tail;
+  ++sq.tail;
   if (attr.state == QpState::kErr || attr.state == QpState::kSqe) {
     // IBTA 10.3.1.x: WRs posted in ERR (or to a UC send queue in SQE)
     // complete at once, flushed.
     w.started = true;
-    complete_send(w, WcStatus::kWrFlushErr);
-    retire_completed();
+    completer.complete(w, WcStatus::kWrFlushErr);
+    completer.retire_completed();
     return 0;
   }
-  requester_run();
+  requester.run();
   return 0;
 }
 
 Errno QpImpl::post_recv(const RecvRequest& wr) {
   if (attr.state == QpState::kReset) return EINVAL;
   if (wr.sges.size() > cap.max_recv_sge) return EINVAL;
-  if (rq_tail - rq_head >= rq.size()) return ENOMEM;
-  RecvWqe& r = rq_at(rq_tail);
+  if (rq.full()) return ENOMEM;
+  RecvWqe& r = rq.at(rq.tail);
   r.wr_id = wr.wr_id;
   r.num_sge = static_cast<uint32_t>(wr.sges.size());
   r.length = 0;
   for (const Sge& s : wr.sges) r.length += s.length;
-  std::copy(wr.sges.begin(), wr.sges.end(), rq_sges_at(rq_tail));
-  ++rq_tail;
-  if (attr.state == QpState::kErr) fail_receive(WcStatus::kWrFlushErr);
+  std::copy(wr.sges.begin(), wr.sges.end(), rq.sges_at(rq.tail));
+  ++rq.tail;
+  if (attr.state == QpState::kErr) responder.fail_receive(WcStatus::kWrFlushErr);
   return 0;
 }
 
 void QpImpl::enter_error() {
   attr.state = QpState::kErr;
-  retransmit_deadline_ns = rnr_deadline_ns = 0;
-  engine->unwatch_timer(this);
+  completer.stop_timers();
   // IBTA 10.3.1.x (Error state): every outstanding WR completes, in order,
   // with "flushed in error".
-  for (uint64_t n = sq_head; n != sq_tail; ++n) {
-    SendWqe& w = sq_at(n);
-    if (!w.done) complete_send(w, WcStatus::kWrFlushErr);
-  }
-  retire_completed();
-  sq_next = sq_tail;
-  while (rq_head != rq_tail) fail_receive(WcStatus::kWrFlushErr);
-  recv_in_progress = write_in_progress = false;
+  for (uint64_t n = sq.head; n != sq.tail; ++n) completer.complete(sq.at(n), WcStatus::kWrFlushErr);
+  completer.retire_completed();
+  sq.next = sq.tail;
+  responder.flush();
 }
 
 void QpImpl::enter_send_queue_error() {
   attr.state = QpState::kSqe;
-  for (uint64_t n = sq_head; n != sq_tail; ++n) {
-    SendWqe& w = sq_at(n);
-    if (!w.done) complete_send(w, WcStatus::kWrFlushErr);
-  }
-  retire_completed();
-  sq_next = sq_tail;
+  for (uint64_t n = sq.head; n != sq.tail; ++n) completer.complete(sq.at(n), WcStatus::kWrFlushErr);
+  completer.retire_completed();
+  sq.next = sq.tail;
 }
 
 void QpImpl::reset() {
-  retransmit_deadline_ns = rnr_deadline_ns = 0;
-  engine->unwatch_timer(this);
-  sq_head = sq_next = sq_tail = 0;
-  rq_head = rq_tail = 0;
-  send_offset = 0;
-  reads_outstanding = 0;
-  npsn = una_psn = psn_high = epsn = msn = 0;
-  uc_dropping = false;
-  resend_pending = false;
-  for (auto& r : atomic_results) r = AtomicResult{};
-  nak_sent = recv_in_progress = write_in_progress = comm_established = false;
-  peer_routable = false;
+  sq.head = sq.next = sq.tail = 0;
+  rq.head = rq.tail = 0;
+  requester.reset();
+  completer.reset();
+  responder.reset();
+  sq_drained_notify = false;
   const QpCapabilities keep_cap = attr.cap;
   attr = QpAttributes{};
   attr.cap = keep_cap;
+}
+
+// ---- packets in and out
+
+void QpImpl::receive(const packet::DecodedPacket& pkt) {
+  const packet::OpcodeInfo& info =
+      packet::opcode_info(static_cast<uint8_t>(pkt.headers.bth.opcode));
+  if (info.transport != type) return;  // not for this QP type: silently dropped
+  if (!info.is_request) {
+    if (can_send() || attr.state == QpState::kSqe) completer.on_response(pkt, info);
+    return;
+  }
+  if (!can_receive()) return;
+  if (pkt.headers.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
+  ++counters.packets_received;
+  responder.receive(pkt, info);
+}
+
+packet::Headers QpImpl::make_headers(packet::Opcode opcode, uint32_t psn) const {
+  packet::Headers h;
+  const DeviceDescription& self_dev = hca->description();
+  h.lrh.sl = attr.av.sl;
+  h.lrh.slid = self_dev.lid;
+  h.lrh.dlid = attr.av.dlid;
+  if (attr.av.is_global) {
+    h.has_grh = true;
+    h.grh.traffic_class = attr.av.traffic_class;
+    h.grh.flow_label = attr.av.flow_label;
+    h.grh.hop_limit = attr.av.hop_limit;
+    h.grh.sgid = attr.av.sgid_index < self_dev.gids.size() ? self_dev.gids[attr.av.sgid_index]
+                                                            : Gid{};
+    h.grh.dgid = attr.av.dgid;
+  }
+  h.bth.opcode = opcode;
+  h.bth.pkey = kDefaultPkey;
+  h.bth.dest_qp = attr.dest_qp_num;
+  h.bth.psn = psn & packet::kPsnMask;
+  return h;
+}
+
+void QpImpl::transmit(const packet::Headers& h, std::span<const uint8_t> payload) {
+  if (!engine->port_up(device_index)) {
+    ++counters.port_down_drops;  // a downed link carries nothing
+    return;
+  }
+  ++counters.packets_sent;
+  engine->transmit(WireAddress{peer_device_index, attr.dest_qp_num}, h, payload);
+}
+
+WcStatus QpImpl::transmit_gathered(const packet::Headers& h, const Sge* sges, uint32_t num_sge,
+                                   uint64_t offset, uint32_t length) {
+  struct FromSges final : PayloadGatherer {
+    const QpImpl& qp;
+    const Sge* sges;
+    uint32_t num_sge;
+    uint64_t offset;
+    FromSges(const QpImpl& q, const Sge* s, uint32_t n, uint64_t o)
+        : qp(q), sges(s), num_sge(n), offset(o) {}
+    WcStatus gather(std::span<uint8_t> into) override {
+      return qp.gather(sges, num_sge, offset, into);
+    }
+  } source(*this, sges, num_sge, offset);
+  const bool port_up = engine->port_up(device_index);
+  const WcStatus st = engine->transmit_gathered(WireAddress{peer_device_index, attr.dest_qp_num},
+                                                h, length, port_up, source);
+  if (st == WcStatus::kSuccess) {
+    if (port_up)
+      ++counters.packets_sent;
+    else
+      ++counters.port_down_drops;  // a downed link carries nothing
+  }
+  return st;
+}
+
+// ---------------------------------------------------------------- Qp
+
+Qp::Qp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+
+Qp::~Qp() {
+  Hca::Impl& hca = impl_->hca->impl();
+  // After this no packet or timer reaches the QP.
+  impl_->engine->remove_qp(impl_->device_index, impl_->qpn);
+  {
+    std::lock_guard lock(hca.objects_mutex);
+    hca.qps.erase(impl_.get());
+    std::lock_guard qp_lock(impl_->mutex);
+    hca.destroyed_qp_counters += impl_->counters;
+  }
+  impl_->pd->users.fetch_sub(1);
+  impl_->send_cq->users.fetch_sub(1);
+  impl_->recv_cq->users.fetch_sub(1);
+}
+
+uint32_t Qp::qpn() const { return impl_->qpn; }
+QpType Qp::type() const { return impl_->type; }
+
+QpState Qp::state() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->attr.state;
+}
+
+Errno Qp::modify(const QpAttributes& attr, uint32_t mask) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->modify(attr, mask);
+}
+
+Errno Qp::query(QpAttributes& out) const {
+  std::lock_guard lock(impl_->mutex);
+  out = impl_->attr;
+  out.cur_state = impl_->attr.state;
+  out.sq_draining = impl_->attr.state == QpState::kSqd && !impl_->sq.empty();
+  return 0;
+}
+
+QpCounters Qp::counters() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->counters;
+}
+
+Errno Qp::post_send(const SendRequest& wr) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->post_send(wr);
+}
+
+Errno Qp::post_recv(const RecvRequest& wr) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->post_recv(wr);
 }
 
 }  // namespace softverbs

@@ -1,6 +1,6 @@
-// The requester: turns send WQEs into request packets. Each WQE takes a
-// contiguous run of PSNs: one per path-MTU segment for SEND and WRITE, one
-// per expected response packet for READ (IBTA 9.7.1).
+// The requester's steps. See requester.h for the machine.
+#include "emulator/requester.h"
+
 #include <algorithm>
 
 #include "emulator/qp_impl.h"
@@ -36,204 +36,214 @@ Opcode rc_write_opcode(const SendWqe& w, bool first, bool last) {
 // UC opcodes are the RC ones with the transport bits 001 (IBTA 9.2, table 35).
 constexpr uint8_t kUcTransportBits = 0x20;
 
-Opcode message_opcode(QpType type, const SendWqe& w, bool is_send, bool first, bool last) {
-  Opcode rc = is_send ? rc_send_opcode(w, first, last) : rc_write_opcode(w, first, last);
+Opcode message_opcode(QpType type, const SendWqe& w, bool first, bool last) {
+  Opcode rc = w.is_send() ? rc_send_opcode(w, first, last) : rc_write_opcode(w, first, last);
   if (type == QpType::kRc) return rc;
   return static_cast<Opcode>(static_cast<uint8_t>(rc) | kUcTransportBits);
 }
 
 }  // namespace
 
-uint32_t QpImpl::packets_of(const SendWqe& w) const {
-  const uint64_t m = mtu();
+uint32_t Requester::packets_of(const SendWqe& w) const {
+  const uint64_t m = qp_.mtu();
   return w.length == 0 ? 1 : static_cast<uint32_t>((w.length + m - 1) / m);
 }
 
-packet::Headers QpImpl::make_headers(Opcode opcode, uint32_t psn) const {
-  packet::Headers h;
-  const DeviceDescription& self_dev = hca->description();
-  h.lrh.sl = attr.av.sl;
-  h.lrh.slid = self_dev.lid;
-  h.lrh.dlid = attr.av.dlid;
-  if (attr.av.is_global) {
-    h.has_grh = true;
-    h.grh.traffic_class = attr.av.traffic_class;
-    h.grh.flow_label = attr.av.flow_label;
-    h.grh.hop_limit = attr.av.hop_limit;
-    h.grh.sgid = attr.av.sgid_index < self_dev.gids.size() ? self_dev.gids[attr.av.sgid_index]
-                                                            : Gid{};
-    h.grh.dgid = attr.av.dgid;
-  }
-  h.bth.opcode = opcode;
-  h.bth.pkey = kDefaultPkey;
-  h.bth.dest_qp = attr.dest_qp_num;
-  h.bth.psn = psn & packet::kPsnMask;
-  return h;
+void Requester::start(uint32_t sq_psn) { npsn_ = psn_high_ = sq_psn; }
+
+void Requester::reset() {
+  wqe_ = nullptr;
+  npsn_ = psn_high_ = 0;
+  send_offset_ = 0;
+  ack_request_next_ = false;
+  rd_atomic_outstanding_ = 0;
 }
 
-void QpImpl::transmit(const packet::Headers& h, std::span<const uint8_t> payload) {
-  if (!engine->port_up(device_index)) {
-    ++counters.port_down_drops;  // a downed link carries nothing
-    return;
-  }
-  ++counters.packets_sent;
-  engine->transmit(peer_device_index, attr.dest_qp_num, h, payload);
-}
-
-void QpImpl::requester_run() {
-  if (attr.state != QpState::kRts || rnr_deadline_ns) return;
-  const uint32_t m = mtu();
-  if (scratch.size() < m) scratch.resize(packet::kMaxFrameBytes);
-  const uint32_t max_reads = std::max<uint32_t>(attr.max_rd_atomic, 1);
-
-  while (sq_next != sq_tail) {
-    SendWqe& w = sq_at(sq_next);
-    if (w.done) {  // completed with an error while queued
-      ++sq_next;
-      continue;
-    }
-    if (static_cast<uint32_t>(packet::psn_diff(npsn, una_psn)) >= kMaxPacketsInFlight) break;
-    const bool is_read = w.opcode == WrOpcode::kRdmaRead;
-    const bool is_atomic = is_rd_atomic(w) && !is_read;
-
-    if (send_offset == 0 && !w.started) {
-      // IBTA 10.8.3.3: a fenced WR waits for earlier READs and atomics.
-      if ((w.flags & kWrFence) && reads_outstanding) break;
-      if ((is_read || is_atomic) && reads_outstanding >= max_reads) break;
-      if (is_atomic && w.length != sizeof(uint64_t)) {
-        // The original value needs exactly 8 bytes of local buffer.
-        complete_send(w, WcStatus::kLocLenErr);
-        enter_error();
-        return;
-      }
-      w.started = true;
-      w.first_psn = npsn;
-      w.last_psn = is_atomic ? npsn : packet::psn_add(npsn, packets_of(w) - 1);
-      w.next_response_psn = npsn;
-      if (is_read || is_atomic) ++reads_outstanding;
-    }
-    // A PSN below the highest ever sent goes out again: a retransmission.
-    if (packet::psn_diff(npsn, psn_high) < 0) ++counters.retransmitted_packets;
-
-    if (is_atomic) {
-      packet::Headers h = make_headers(w.opcode == WrOpcode::kAtomicCmpSwp ? Opcode::kRcCompareSwap
-                                                                          : Opcode::kRcFetchAdd,
-                                       npsn);
-      h.bth.ack_req = true;
-      h.atomic_eth.va = w.remote_addr;
-      h.atomic_eth.rkey = w.rkey;
-      if (w.opcode == WrOpcode::kAtomicCmpSwp) {
-        h.atomic_eth.compare = w.compare_add;
-        h.atomic_eth.swap_add = w.swap;
-      } else {
-        h.atomic_eth.swap_add = w.compare_add;
-      }
-      transmit(h, {});
-      ack_request_next = false;  // an atomic always asks
-      npsn = packet::psn_add(npsn, 1);
-      if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
-      ++sq_next;
-      arm_retransmit_timer();
-      continue;
-    }
-
-    if (is_read) {
-      // One request carries the whole read (or, after a rewind, the part
-      // not yet received); the responder answers with packets_of() packets.
-      packet::Headers h = make_headers(Opcode::kRcReadRequest, npsn);
-      h.bth.ack_req = true;
-      h.reth.va = w.remote_addr + send_offset;
-      h.reth.rkey = w.rkey;
-      h.reth.dma_len = static_cast<uint32_t>(w.length - send_offset);
-      transmit(h, {});
-      ack_request_next = false;  // a READ request always asks
-      npsn = packet::psn_add(w.last_psn, 1);
-      if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
-      send_offset = 0;
-      ++sq_next;
-      arm_retransmit_timer();
-      continue;
-    }
-
-    // SEND / WRITE: one packet per path-MTU segment.
-    const bool first = send_offset == 0;
-    const uint64_t left = w.length - send_offset;
-    const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(left, m));
-    const bool last = left <= m;
-    std::span<uint8_t> payload(scratch.data(), chunk);
-    if (w.inline_len) {
-      std::copy_n(sq_inline_at(sq_next) + send_offset, chunk, payload.data());
-    } else if (chunk) {
-      WcStatus st = gather(sq_sges_at(sq_next), w.num_sge, send_offset, payload);
-      if (st != WcStatus::kSuccess) {
-        // IBTA 10.7.3.1: a local protection/length error completes the WR
-        // in error; an RC QP goes to ERR, a UC QP's send queue to SQE.
-        complete_send(w, st);
-        if (type == QpType::kUc) return enter_send_queue_error();
-        enter_error();
-        raise(AsyncEventType::kQpFatal);
-        return;
-      }
-    }
-    const bool is_send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
-    packet::Headers h = make_headers(message_opcode(type, w, is_send, first, last), npsn);
-    if (first && !is_send) {
-      h.reth.va = w.remote_addr;
-      h.reth.rkey = w.rkey;
-      h.reth.dma_len = static_cast<uint32_t>(w.length);
-    }
-    if (last) {
-      h.imm_data = w.imm_data;
-      h.bth.solicited = (w.flags & kWrSolicited) != 0;
-      h.bth.ack_req = true;
-    } else if (packet::psn_diff(npsn, w.first_psn) % kAckRequestInterval ==
-                   kAckRequestInterval - 1 ||
-               ack_request_next) {
-      h.bth.ack_req = true;
-    }
-    ack_request_next = false;
-    if (type == QpType::kUc) h.bth.ack_req = false;  // UC is never acknowledged
-    transmit(h, payload);
-    npsn = packet::psn_add(npsn, 1);
-    if (packet::psn_diff(npsn, psn_high) > 0) psn_high = npsn;
-    if (type == QpType::kRc) arm_retransmit_timer();
-    if (last) {
-      send_offset = 0;
-      ++sq_next;
-      if (type == QpType::kUc) {
-        // UC: the WR is done once its last packet is on the wire (IBTA 9.8.3).
-        complete_send(w, WcStatus::kSuccess);
-        una_psn = npsn;
-        retire_completed();
-      }
-    } else {
-      send_offset += chunk;
+void Requester::run() {
+  if (qp_.attr.state != QpState::kRts || qp_.completer.waiting_for_rnr()) return;
+  Step step = Step::kNextWqe;
+  while (step != Step::kStop) {
+    switch (step) {
+      case Step::kNextWqe: step = next_wqe(); break;
+      case Step::kCheckLimits: step = check_limits(); break;
+      case Step::kStartWqe: step = start_wqe(); break;
+      case Step::kSendAtomic: step = send_atomic(); break;
+      case Step::kSendReadRequest: step = send_read_request(); break;
+      case Step::kSendSegment: step = send_segment(); break;
+      case Step::kStop: break;
     }
   }
 }
 
-void QpImpl::rewind_to(uint32_t psn) {
+Requester::Step Requester::next_wqe() {
+  SendQueue& sq = qp_.sq;
+  while (sq.next != sq.tail && sq.at(sq.next).done) ++sq.next;  // failed while queued
+  if (sq.next == sq.tail) return Step::kStop;
+  wqe_ = &sq.at(sq.next);
+  return Step::kCheckLimits;
+}
+
+Requester::Step Requester::check_limits() {
+  if (static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn())) >=
+      kMaxPacketsInFlight)
+    return Step::kStop;
+  if (send_offset_ != 0 || wqe_->started) return Step::kStartWqe;
+  // IBTA 10.8.3.3: a fenced WR waits for earlier READs and atomics.
+  if ((wqe_->flags & kWrFence) && rd_atomic_outstanding_) return Step::kStop;
+  const uint32_t max_rd_atomic = std::max<uint32_t>(qp_.attr.max_rd_atomic, 1);
+  if (wqe_->is_rd_atomic() && rd_atomic_outstanding_ >= max_rd_atomic) return Step::kStop;
+  return Step::kStartWqe;
+}
+
+Requester::Step Requester::start_wqe() {
+  SendWqe& w = *wqe_;
+  if (send_offset_ == 0 && !w.started) {
+    if (w.is_atomic() && w.length != sizeof(uint64_t)) {
+      // The original value needs exactly 8 bytes of local buffer.
+      qp_.completer.complete(w, WcStatus::kLocLenErr);
+      qp_.enter_error();
+      return Step::kStop;
+    }
+    w.started = true;
+    w.first_psn = npsn_;
+    w.last_psn = w.is_atomic() ? npsn_ : packet::psn_add(npsn_, packets_of(w) - 1);
+    w.next_response_psn = npsn_;
+    if (w.is_rd_atomic()) ++rd_atomic_outstanding_;
+  }
+  // A PSN below the highest ever sent goes out again: a retransmission.
+  if (packet::psn_diff(npsn_, psn_high_) < 0) ++qp_.counters.retransmitted_packets;
+  if (w.is_atomic()) return Step::kSendAtomic;
+  if (w.is_read()) return Step::kSendReadRequest;
+  return Step::kSendSegment;
+}
+
+Requester::Step Requester::send_atomic() {
+  const SendWqe& w = *wqe_;
+  const bool cmp_swap = w.opcode == WrOpcode::kAtomicCmpSwp;
+  packet::Headers h =
+      qp_.make_headers(cmp_swap ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd, npsn_);
+  h.bth.ack_req = true;
+  h.atomic_eth.va = w.remote_addr;
+  h.atomic_eth.rkey = w.rkey;
+  h.atomic_eth.swap_add = cmp_swap ? w.swap : w.compare_add;
+  h.atomic_eth.compare = cmp_swap ? w.compare_add : 0;
+  qp_.transmit(h, {});
+  ack_request_next_ = false;  // an atomic always asks
+  advance_psn(packet::psn_add(npsn_, 1));
+  finish_wqe();
+  qp_.completer.arm_retransmit_timer();
+  return Step::kNextWqe;
+}
+
+Requester::Step Requester::send_read_request() {
+  // One request carries the whole read (or, after a rewind, the part not
+  // yet received); the responder answers with packets_of() packets.
+  const SendWqe& w = *wqe_;
+  packet::Headers h = qp_.make_headers(Opcode::kRcReadRequest, npsn_);
+  h.bth.ack_req = true;
+  h.reth.va = w.remote_addr + send_offset_;
+  h.reth.rkey = w.rkey;
+  h.reth.dma_len = static_cast<uint32_t>(w.length - send_offset_);
+  qp_.transmit(h, {});
+  ack_request_next_ = false;  // a READ request always asks
+  advance_psn(packet::psn_add(w.last_psn, 1));
+  finish_wqe();
+  qp_.completer.arm_retransmit_timer();
+  return Step::kNextWqe;
+}
+
+Requester::Step Requester::send_segment() {
+  // SEND / WRITE: one packet per path-MTU segment.
+  SendWqe& w = *wqe_;
+  const uint32_t m = qp_.mtu();
+  const bool first = send_offset_ == 0;
+  const uint64_t left = w.length - send_offset_;
+  const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(left, m));
+  const bool last = left <= m;
+  packet::Headers h = qp_.make_headers(message_opcode(qp_.type, w, first, last), npsn_);
+  if (first && !w.is_send()) {
+    h.reth.va = w.remote_addr;
+    h.reth.rkey = w.rkey;
+    h.reth.dma_len = static_cast<uint32_t>(w.length);
+  }
+  if (last) {
+    h.imm_data = w.imm_data;
+    h.bth.solicited = (w.flags & kWrSolicited) != 0;
+    h.bth.ack_req = true;
+  } else if (packet::psn_diff(npsn_, w.first_psn) % kAckRequestInterval ==
+                 kAckRequestInterval - 1 ||
+             ack_request_next_) {
+    h.bth.ack_req = true;
+  }
+  ack_request_next_ = false;
+  if (qp_.type == QpType::kUc) h.bth.ack_req = false;  // UC is never acknowledged
+
+  const uint64_t index = qp_.sq.next;
+  if (w.inline_len) {
+    qp_.transmit(h, std::span<const uint8_t>(qp_.sq.inline_at(index) + send_offset_, chunk));
+  } else if (WcStatus st = qp_.transmit_gathered(h, qp_.sq.sges_at(index), w.num_sge,
+                                                 send_offset_, chunk);
+             st != WcStatus::kSuccess) {
+    // IBTA 10.7.3.1: a local protection/length error completes the WR in
+    // error; an RC QP goes to ERR, a UC QP's send queue to SQE.
+    qp_.completer.complete(w, st);
+    if (qp_.type == QpType::kUc) {
+      qp_.enter_send_queue_error();
+      return Step::kStop;
+    }
+    qp_.enter_error();
+    qp_.raise(AsyncEventType::kQpFatal);
+    return Step::kStop;
+  }
+  advance_psn(packet::psn_add(npsn_, 1));
+  if (qp_.type == QpType::kRc) qp_.completer.arm_retransmit_timer();
+  if (!last) {
+    send_offset_ += chunk;
+    return Step::kCheckLimits;
+  }
+  finish_wqe();
+  if (qp_.type == QpType::kUc) {
+    // UC: the WR is done once its last packet is on the wire (IBTA 9.8.3).
+    qp_.completer.sent_unacknowledged(npsn_);
+    qp_.completer.complete(w, WcStatus::kSuccess);
+    qp_.completer.retire_completed();
+  }
+  return Step::kNextWqe;
+}
+
+void Requester::finish_wqe() {
+  send_offset_ = 0;
+  ++qp_.sq.next;
+}
+
+void Requester::advance_psn(uint32_t to) {
+  npsn_ = to;
+  if (packet::psn_diff(npsn_, psn_high_) > 0) psn_high_ = npsn_;
+}
+
+void Requester::rewind_to(uint32_t psn) {
   // Go back N (IBTA 9.7.5.1.3): resend from the oldest WQE not yet done that
   // ends at or after `psn`, from `psn` within it (a READ from its first
-  // missing response).
-  for (uint64_t n = sq_head; n != sq_tail; ++n) {
-    SendWqe& w = sq_at(n);
+  // missing response, an atomic whole).
+  SendQueue& sq = qp_.sq;
+  for (uint64_t n = sq.head; n != sq.tail; ++n) {
+    SendWqe& w = sq.at(n);
     if (!w.started || w.done) continue;
     if (packet::psn_diff(w.last_psn, psn) < 0) continue;
     uint32_t from = packet::psn_diff(psn, w.first_psn) > 0 ? psn : w.first_psn;
-    if (w.opcode == WrOpcode::kRdmaRead && packet::psn_diff(w.next_response_psn, from) > 0)
+    if (w.is_read() && packet::psn_diff(w.next_response_psn, from) > 0)
       from = w.next_response_psn;  // responses before it arrived already
-    if (is_rd_atomic(w) && w.opcode != WrOpcode::kRdmaRead) from = w.first_psn;
-    for (uint64_t k = n + 1; k != sq_tail; ++k) {
-      SendWqe& later = sq_at(k);
+    if (w.is_atomic()) from = w.first_psn;
+    for (uint64_t k = n + 1; k != sq.tail; ++k) {
+      SendWqe& later = sq.at(k);
       if (!later.started || later.done) continue;
-      if (is_rd_atomic(later)) --reads_outstanding;
+      if (later.is_rd_atomic()) rd_atomic_finished();
       later.started = false;
     }
-    sq_next = n;
-    send_offset = static_cast<uint64_t>(packet::psn_diff(from, w.first_psn)) * mtu();
-    npsn = from;
-    ack_request_next = true;
+    sq.next = n;
+    send_offset_ = static_cast<uint64_t>(packet::psn_diff(from, w.first_psn)) * qp_.mtu();
+    npsn_ = from;
+    ack_request_next_ = true;
     return;
   }
 }

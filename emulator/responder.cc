@@ -1,9 +1,9 @@
-// The responder: classifies each request by PSN (IBTA 9.7.4.1.x), executes
-// the expected ones, answers duplicates, NAKs the first out-of-sequence one,
-// and acknowledges.
-#include <algorithm>
+// The responder's steps. See responder.h for the machine.
+#include "emulator/responder.h"
 
-#include "emulator/aeth.h"
+#include <algorithm>
+#include <cstring>
+
 #include "emulator/qp_impl.h"
 
 namespace softverbs {
@@ -17,20 +17,335 @@ bool ends_message(Position p) { return p == Position::kLast || p == Position::kO
 
 }  // namespace
 
-void QpImpl::send_ack(uint32_t psn, uint8_t syndrome) {
-  packet::Headers h = make_headers(packet::Opcode::kRcAcknowledge, psn);
-  h.aeth.syndrome = syndrome;
-  h.aeth.msn = msn & packet::kPsnMask;
-  transmit(h, {});
+void Responder::start(uint32_t rq_psn, uint32_t max_dest_rd_atomic) {
+  epsn_ = rq_psn;
+  atomic_results_.assign(std::max<uint32_t>(max_dest_rd_atomic, 1), AtomicResult{});
 }
 
-namespace {
+void Responder::reset() {
+  epsn_ = msn_ = 0;
+  nak_sent_ = recv_in_progress_ = write_in_progress_ = comm_established_ = false;
+  uc_dropping_ = false;
+  recv_offset_ = write_va_ = write_remaining_ = write_length_ = 0;
+  for (auto& r : atomic_results_) r = AtomicResult{};
+}
+
+bool Responder::is_uc() const { return qp_.type == QpType::kUc; }
+
+// ---- the machine
+
+void Responder::receive(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info) {
+  Request r{pkt, info, pkt.headers};
+  Step step = Step::kCheckPsn;
+  while (step != Step::kDone) {
+    switch (step) {
+      case Step::kCheckPsn: step = check_psn(r); break;
+      case Step::kOutOfSequence: step = out_of_sequence(r); break;
+      case Step::kDuplicate: step = duplicate(r); break;
+      case Step::kExecute: step = execute(r); break;
+      case Step::kExecuteSend: step = execute_send(r); break;
+      case Step::kExecuteWrite: step = execute_write(r); break;
+      case Step::kExecuteRead: step = execute_read(r); break;
+      case Step::kExecuteAtomic: step = execute_atomic(r); break;
+      case Step::kComplete: step = complete(r); break;
+      case Step::kAcknowledge: step = acknowledge(r); break;
+      case Step::kUcGap: step = uc_gap(r); break;
+      case Step::kError: step = error(r); break;
+      case Step::kDone: break;
+    }
+  }
+}
+
+Responder::Step Responder::check_psn(Request& r) {
+  if (!comm_established_ && qp_.attr.state == QpState::kRtr) {
+    // IBTA 11.6.3: first packet received in RTR.
+    comm_established_ = true;
+    qp_.raise(AsyncEventType::kCommEst);
+  }
+  comm_established_ = true;
+  if (is_uc()) {
+    const bool gap = r.h.bth.psn != epsn_;
+    epsn_ = packet::psn_add(r.h.bth.psn, 1);
+    return gap ? Step::kUcGap : Step::kExecute;
+  }
+  const int32_t delta = packet::psn_diff(r.h.bth.psn, epsn_);
+  if (delta > 0) return Step::kOutOfSequence;
+  if (delta < 0) return Step::kDuplicate;
+  nak_sent_ = false;
+  return Step::kExecute;
+}
+
+Responder::Step Responder::out_of_sequence(Request& r) {
+  // One NAK per gap, then silence until the expected PSN comes.
+  if (nak_sent_) {
+    ++qp_.counters.out_of_sequence_dropped;
+    return Step::kDone;
+  }
+  nak_sent_ = true;
+  ++qp_.counters.sequence_naks_sent;
+  // The NAK carries the PSN the responder expects (IBTA 9.7.5.2.2).
+  send_ack(epsn_, aeth::nak(aeth::kNakPsnSequenceError));
+  return Step::kDone;
+}
+
+Responder::Step Responder::duplicate(Request& r) {
+  // IBTA 9.7.5.1.4: READs are executed again, atomics answered from the
+  // saved result, the rest acknowledged again without being delivered.
+  ++qp_.counters.duplicate_requests;
+  const packet::Headers& h = r.h;
+  switch (r.info.operation) {
+    case Operation::kCompareSwap:
+    case Operation::kFetchAdd:
+      for (const AtomicResult& saved : atomic_results_) {
+        if (saved.valid && saved.psn == h.bth.psn) {
+          ++qp_.counters.atomic_replays;
+          send_atomic_ack(h.bth.psn, saved.orig);
+        }
+      }
+      return Step::kDone;
+    case Operation::kReadRequest:
+      if (qp_.remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteRead))
+        send_read_response(h.bth.psn, h.reth.rkey, h.reth.va, h.reth.dma_len);
+      return Step::kDone;
+    default:
+      if (h.bth.ack_req || ends_message(r.info.position))
+        send_ack(packet::psn_add(epsn_, packet::kPsnMask), aeth::ack());
+      return Step::kDone;
+  }
+}
+
+Responder::Step Responder::uc_gap(Request& r) {
+  // UC (IBTA 9.8.3): a gap in PSNs loses the message in progress silently;
+  // its receive WQE is used by the next message.
+  drop_uc_message();
+  uc_dropping_ = true;
+  return Step::kExecute;
+}
+
+Responder::Step Responder::execute(Request& r) {
+  if (is_uc()) {
+    if (starts_message(r.info.position)) {
+      if (recv_in_progress_ || write_in_progress_) {
+        ++qp_.counters.uc_messages_dropped;  // its end was lost
+        recv_in_progress_ = write_in_progress_ = false;
+      }
+      uc_dropping_ = false;
+    }
+    if (uc_dropping_) return Step::kDone;
+  }
+  switch (r.info.operation) {
+    case Operation::kSend: return Step::kExecuteSend;
+    case Operation::kWrite: return Step::kExecuteWrite;
+    case Operation::kReadRequest: return Step::kExecuteRead;
+    case Operation::kCompareSwap:
+    case Operation::kFetchAdd: return Step::kExecuteAtomic;
+    default: return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  }
+}
+
+Responder::Step Responder::execute_send(Request& r) {
+  if (starts_message(r.info.position)) {
+    if (recv_in_progress_) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+    const bool forced = !is_uc() && forced_rnr();
+    if (forced) ++qp_.counters.forced_rnr_naks;
+    if (qp_.rq.empty() || forced) {
+      if (is_uc()) {  // no WQE: the message is lost
+        drop_uc_message();
+        return Step::kDone;
+      }
+      rnr_nak(r.h.bth.psn);  // Receiver Not Ready (IBTA 9.7.5.2.8)
+      return Step::kDone;
+    }
+    recv_in_progress_ = true;
+    recv_offset_ = 0;
+  } else if (!recv_in_progress_) {
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  }
+  const RecvWqe& wqe = qp_.rq.front();
+  if (recv_offset_ + r.pkt.payload.size() > wqe.length) {
+    // The message does not fit the receive buffer: the receive completes
+    // with a length error and the requester gets Invalid Request (a UC QP,
+    // which cannot tell the requester, fails).
+    fail_receive(WcStatus::kLocLenErr);
+    return fail(r, aeth::kNakInvalidRequest,
+                is_uc() ? AsyncEventType::kQpFatal : AsyncEventType::kQpReqErr);
+  }
+  const WcStatus st = qp_.scatter(qp_.rq.front_sges(), wqe.num_sge, recv_offset_, r.pkt.payload);
+  if (st != WcStatus::kSuccess) {
+    fail_receive(st);
+    return fail(r, aeth::kNakRemoteOperationalError, AsyncEventType::kQpFatal);
+  }
+  recv_offset_ += r.pkt.payload.size();
+  return Step::kComplete;
+}
+
+Responder::Step Responder::execute_write(Request& r) {
+  const packet::Headers& h = r.h;
+  const bool has_imm = r.info.headers & packet::kHdrImmDt;
+  if (has_imm && qp_.rq.empty()) {
+    if (is_uc()) {
+      drop_uc_message();
+      return Step::kDone;
+    }
+    // WRITE with immediate consumes a receive WQE; without one the packet
+    // is refused whole (RNR) and retried later, nothing placed.
+    rnr_nak(h.bth.psn);
+    return Step::kDone;
+  }
+  if (starts_message(r.info.position)) {
+    if (write_in_progress_) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+    if (!qp_.remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteWrite))
+      return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+    write_in_progress_ = true;
+    write_va_ = h.reth.va;
+    write_remaining_ = h.reth.dma_len;
+    write_length_ = h.reth.dma_len;
+    write_rkey_ = h.reth.rkey;
+  } else if (!write_in_progress_) {
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  }
+  const std::span<const uint8_t> payload = r.pkt.payload;
+  if (payload.size() > write_remaining_)
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  // Checked again for every packet: the MR may have been deregistered
+  // since the first one.
+  const bool placed = qp_.access_remote(write_rkey_, write_va_, payload.size(),
+                                        kAccessRemoteWrite, [&](uint8_t* dst) {
+                                          std::memcpy(dst, payload.data(), payload.size());
+                                        });
+  if (!placed) return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  write_va_ += payload.size();
+  write_remaining_ -= payload.size();
+  if (ends_message(r.info.position)) {
+    write_in_progress_ = false;
+    if (write_remaining_ != 0) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  }
+  return Step::kComplete;
+}
+
+Responder::Step Responder::execute_read(Request& r) {
+  const packet::Headers& h = r.h;
+  if (!qp_.remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteRead))
+    return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  ++msn_;
+  const uint32_t m = qp_.mtu();
+  const uint32_t count =
+      h.reth.dma_len == 0 ? 1 : static_cast<uint32_t>((uint64_t(h.reth.dma_len) + m - 1) / m);
+  epsn_ = packet::psn_add(h.bth.psn, count);
+  send_read_response(h.bth.psn, h.reth.rkey, h.reth.va, h.reth.dma_len);
+  return Step::kDone;
+}
+
+Responder::Step Responder::execute_atomic(Request& r) {
+  const packet::Headers& h = r.h;
+  const uint64_t va = h.atomic_eth.va;
+  if (!qp_.remote_access_ok(h.atomic_eth.rkey, va, sizeof(uint64_t), kAccessRemoteAtomic))
+    return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  // IBTA 9.4.5: atomics address an aligned 64-bit word.
+  if (va % sizeof(uint64_t)) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  uint64_t orig = 0;
+  const bool done = qp_.access_remote(
+      h.atomic_eth.rkey, va, sizeof(uint64_t), kAccessRemoteAtomic, [&](uint8_t* address) {
+        auto* word = reinterpret_cast<uint64_t*>(address);
+        if (r.info.operation == Operation::kCompareSwap) {
+          orig = h.atomic_eth.compare;
+          __atomic_compare_exchange_n(word, &orig, h.atomic_eth.swap_add, false,
+                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        } else {
+          orig = __atomic_fetch_add(word, h.atomic_eth.swap_add, __ATOMIC_SEQ_CST);
+        }
+      });
+  if (!done) return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  if (atomic_results_.empty()) atomic_results_.resize(1);
+  atomic_results_[next_atomic_slot_++ % atomic_results_.size()] = {h.bth.psn, orig, true};
+  ++msn_;
+  epsn_ = packet::psn_add(h.bth.psn, 1);
+  send_atomic_ack(h.bth.psn, orig);
+  return Step::kDone;
+}
+
+Responder::Step Responder::complete(Request& r) {
+  if (!is_uc()) epsn_ = packet::psn_add(r.h.bth.psn, 1);
+  if (!ends_message(r.info.position)) return is_uc() ? Step::kDone : Step::kAcknowledge;
+  ++msn_;
+  const bool is_send = r.info.operation == Operation::kSend;
+  const bool has_imm = r.info.headers & packet::kHdrImmDt;
+  recv_in_progress_ = write_in_progress_ = false;
+  if (is_send || has_imm) complete_receive(r.h, is_send, has_imm);
+  return is_uc() ? Step::kDone : Step::kAcknowledge;
+}
+
+Responder::Step Responder::acknowledge(Request& r) {
+  // Inside a message only where the requester asked; always at its end.
+  if (ends_message(r.info.position) || r.h.bth.ack_req) send_ack(r.h.bth.psn, aeth::ack());
+  return Step::kDone;
+}
+
+Responder::Step Responder::fail(Request& r, aeth::NakCode nak, AsyncEventType event) {
+  r.nak = nak;
+  r.event = event;
+  return Step::kError;
+}
+
+Responder::Step Responder::error(Request& r) {
+  if (is_uc()) {
+    // UC has no NAKs: an invalid or inaccessible request loses the message;
+    // a local receive error (already completed by the caller) fails the QP.
+    if (r.event == AsyncEventType::kQpFatal) {
+      qp_.raise(AsyncEventType::kQpFatal);
+      qp_.enter_error();
+    } else {
+      drop_uc_message();
+    }
+    return Step::kDone;
+  }
+  ++qp_.counters.remote_errors_naked;
+  send_ack(r.h.bth.psn, aeth::nak(r.nak));
+  qp_.raise(r.event);
+  qp_.enter_error();
+  return Step::kDone;
+}
+
+// ---- helpers
+
+void Responder::drop_uc_message() {
+  if (recv_in_progress_ || write_in_progress_) ++qp_.counters.uc_messages_dropped;
+  recv_in_progress_ = write_in_progress_ = false;
+  uc_dropping_ = true;
+}
+
+bool Responder::forced_rnr() const {
+  const uint32_t forced = qp_.engine->forced_rnr_qpn();
+  return forced == Engine::kAllQps || forced == qp_.qpn;
+}
+
+void Responder::rnr_nak(uint32_t psn) {
+  ++qp_.counters.rnr_naks_sent;
+  send_ack(psn, aeth::rnr_nak(qp_.attr.min_rnr_timer));
+}
+
+void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
+  packet::Headers h = qp_.make_headers(packet::Opcode::kRcAcknowledge, psn);
+  h.aeth.syndrome = syndrome;
+  h.aeth.msn = msn_ & packet::kPsnMask;
+  qp_.transmit(h, {});
+}
+
+void Responder::send_atomic_ack(uint32_t psn, uint64_t orig) {
+  packet::Headers ack = qp_.make_headers(packet::Opcode::kRcAtomicAcknowledge, psn);
+  ack.aeth.syndrome = aeth::ack();
+  ack.aeth.msn = msn_ & packet::kPsnMask;
+  ack.atomic_ack_eth.orig_data = orig;
+  qp_.transmit(ack, {});
+}
 
 // Answers a READ request: the payload from [va, va+len) in path-MTU packets
-// with PSNs from `psn` (IBTA 9.7.5.1.5). The rkey was checked by the caller.
-void send_read_response(QpImpl& qp, uint32_t psn, uint64_t va, uint64_t len) {
+// with PSNs from `psn` (IBTA 9.7.5.1.5). Every packet is read with the rkey
+// checked again under the MR table's lock: should the MR be deregistered
+// half-way, the rest is answered with a remote access NAK.
+void Responder::send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uint64_t len) {
   using packet::Opcode;
-  const uint32_t m = qp.mtu();
+  const uint32_t m = qp_.mtu();
   const uint32_t count = len == 0 ? 1 : static_cast<uint32_t>((len + m - 1) / m);
   for (uint32_t i = 0; i < count; ++i) {
     const bool first = i == 0, last = i + 1 == count;
@@ -38,277 +353,35 @@ void send_read_response(QpImpl& qp, uint32_t psn, uint64_t va, uint64_t len) {
                 : first       ? Opcode::kRcReadResponseFirst
                 : last        ? Opcode::kRcReadResponseLast
                               : Opcode::kRcReadResponseMiddle;
-    packet::Headers h = qp.make_headers(op, packet::psn_add(psn, i));
+    packet::Headers h = qp_.make_headers(op, packet::psn_add(psn, i));
     h.aeth.syndrome = aeth::ack();
-    h.aeth.msn = qp.msn & packet::kPsnMask;
+    h.aeth.msn = msn_ & packet::kPsnMask;
     const uint64_t off = uint64_t(i) * m;
     const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(m, len - std::min(len, off)));
-    // The rkey check proved [va, va+len) is registered memory of this process.
-    qp.transmit(h, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(va + off), chunk));
+    if (chunk == 0) {
+      qp_.transmit(h, {});
+      continue;
+    }
+    const bool sent = qp_.access_remote(rkey, va + off, chunk, kAccessRemoteRead,
+                                        [&](uint8_t* source) {
+                                          qp_.transmit(h, std::span<const uint8_t>(source, chunk));
+                                        });
+    if (!sent) {
+      ++qp_.counters.remote_errors_naked;
+      send_ack(packet::psn_add(psn, i), aeth::nak(aeth::kNakRemoteAccessError));
+      return;
+    }
   }
 }
 
-}  // namespace
-
-void QpImpl::receive(const packet::DecodedPacket& pkt) {
-  const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(pkt.headers.bth.opcode));
-  if (info.transport != type) return;  // not for this QP type: silently dropped
-  if (!info.is_request) {
-    if (can_send() || attr.state == QpState::kSqe) on_response(pkt);
-    return;
-  }
-  if (!can_receive()) return;
-  if (pkt.headers.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
-  ++counters.packets_received;
-
-  if (!comm_established && attr.state == QpState::kRtr) {
-    // IBTA 11.6.3: first packet received in RTR.
-    comm_established = true;
-    raise(AsyncEventType::kCommEst);
-  }
-  comm_established = true;
-  if (type == QpType::kUc) return receive_uc(pkt, info);
-
-  const packet::Headers& h = pkt.headers;
-  const int32_t delta = packet::psn_diff(h.bth.psn, epsn);
-  if (delta > 0) {
-    // Out of sequence: one NAK per gap, then silence until the expected PSN.
-    if (nak_sent) {
-      ++counters.out_of_sequence_dropped;
-    } else {
-      nak_sent = true;
-      ++counters.sequence_naks_sent;
-      // The NAK carries the PSN the responder expects (IBTA 9.7.5.2.2).
-      send_ack(epsn, aeth::nak(aeth::kNakPsnSequenceError));
-    }
-    return;
-  }
-  if (delta < 0) {
-    // Duplicate (IBTA 9.7.5.1.4): re-execute READs, answer atomics from the
-    // saved result, re-ACK the rest without delivering again.
-    ++counters.duplicate_requests;
-    if (info.operation == Operation::kCompareSwap || info.operation == Operation::kFetchAdd) {
-      for (const AtomicResult& r : atomic_results) {
-        if (r.valid && r.psn == h.bth.psn) {
-          ++counters.atomic_replays;
-          packet::Headers ack = make_headers(packet::Opcode::kRcAtomicAcknowledge, h.bth.psn);
-          ack.aeth.syndrome = aeth::ack();
-          ack.aeth.msn = msn & packet::kPsnMask;
-          ack.atomic_ack_eth.orig_data = r.orig;
-          transmit(ack, {});
-        }
-      }
-    } else if (info.operation == Operation::kReadRequest) {
-      if (remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteRead))
-        send_read_response(*this, h.bth.psn, h.reth.va, h.reth.dma_len);
-    } else if (h.bth.ack_req || ends_message(info.position)) {
-      send_ack(packet::psn_add(epsn, packet::kPsnMask), aeth::ack());
-    }
-    return;
-  }
-  nak_sent = false;
-
-  auto fatal_nak = [&](aeth::NakCode code, AsyncEventType event) {
-    ++counters.remote_errors_naked;
-    send_ack(h.bth.psn, aeth::nak(code));
-    raise(event);
-    enter_error();
-  };
-
-  switch (info.operation) {
-    case Operation::kSend: {
-      if (starts_message(info.position)) {
-        if (recv_in_progress) return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-        const bool forced = engine->forced_rnr_qpn == Engine::kAllQps ||
-                            engine->forced_rnr_qpn == qpn;
-        if (forced) ++counters.forced_rnr_naks;
-        if (rq_head == rq_tail || forced) {
-          // No receive WQE: Receiver Not Ready (IBTA 9.7.5.2.8).
-          ++counters.rnr_naks_sent;
-          send_ack(h.bth.psn, aeth::rnr_nak(attr.min_rnr_timer));
-          return;
-        }
-        recv_in_progress = true;
-        recv_offset = 0;
-      } else if (!recv_in_progress) {
-        return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-      }
-      RecvWqe& r = rq_at(rq_head);
-      if (recv_offset + pkt.payload.size() > r.length) {
-        // The message does not fit the receive buffer: the receive completes
-        // with a length error and the requester gets Invalid Request.
-        fail_receive(WcStatus::kLocLenErr);
-        return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-      }
-      WcStatus st = scatter(rq_sges_at(rq_head), r.num_sge, recv_offset, pkt.payload);
-      if (st != WcStatus::kSuccess) {
-        fail_receive(st);
-        return fatal_nak(aeth::kNakRemoteOperationalError, AsyncEventType::kQpFatal);
-      }
-      recv_offset += pkt.payload.size();
-      break;
-    }
-    case Operation::kWrite: {
-      if ((info.headers & packet::kHdrImmDt) && rq_head == rq_tail) {
-        // WRITE with immediate consumes a receive WQE; without one the
-        // packet is refused whole (RNR) and retried later, nothing placed.
-        ++counters.rnr_naks_sent;
-        send_ack(h.bth.psn, aeth::rnr_nak(attr.min_rnr_timer));
-        return;
-      }
-      if (starts_message(info.position)) {
-        if (write_in_progress) return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-        if (!remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteWrite))
-          return fatal_nak(aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
-        write_in_progress = true;
-        write_va = h.reth.va;
-        write_remaining = h.reth.dma_len;
-        write_rkey = h.reth.rkey;
-        write_length = h.reth.dma_len;
-      } else if (!write_in_progress) {
-        return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-      }
-      if (pkt.payload.size() > write_remaining)
-        return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-      std::copy(pkt.payload.begin(), pkt.payload.end(), reinterpret_cast<uint8_t*>(write_va));
-      write_va += pkt.payload.size();
-      write_remaining -= pkt.payload.size();
-      if (ends_message(info.position)) {
-        write_in_progress = false;
-        if (write_remaining != 0)
-          return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-      }
-      break;
-    }
-    case Operation::kReadRequest: {
-      if (!remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteRead))
-        return fatal_nak(aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
-      ++msn;
-      const uint32_t m = mtu();
-      const uint32_t count =
-          h.reth.dma_len == 0 ? 1 : static_cast<uint32_t>((uint64_t(h.reth.dma_len) + m - 1) / m);
-      epsn = packet::psn_add(h.bth.psn, count);
-      send_read_response(*this, h.bth.psn, h.reth.va, h.reth.dma_len);
-      return;
-    }
-    case Operation::kCompareSwap:
-    case Operation::kFetchAdd: {
-      const uint64_t va = h.atomic_eth.va;
-      if (!remote_access_ok(h.atomic_eth.rkey, va, sizeof(uint64_t), kAccessRemoteAtomic))
-        return fatal_nak(aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
-      // IBTA 9.4.5: atomics address an aligned 64-bit word.
-      if (va % sizeof(uint64_t))
-        return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-      auto* word = reinterpret_cast<uint64_t*>(va);
-      uint64_t orig;
-      if (info.operation == Operation::kCompareSwap) {
-        orig = h.atomic_eth.compare;
-        __atomic_compare_exchange_n(word, &orig, h.atomic_eth.swap_add, false, __ATOMIC_SEQ_CST,
-                                    __ATOMIC_SEQ_CST);
-      } else {
-        orig = __atomic_fetch_add(word, h.atomic_eth.swap_add, __ATOMIC_SEQ_CST);
-      }
-      if (atomic_results.empty()) atomic_results.resize(1);
-      atomic_results[next_atomic_slot++ % atomic_results.size()] = {h.bth.psn, orig, true};
-      ++msn;
-      epsn = packet::psn_add(h.bth.psn, 1);
-      packet::Headers ack = make_headers(packet::Opcode::kRcAtomicAcknowledge, h.bth.psn);
-      ack.aeth.syndrome = aeth::ack();
-      ack.aeth.msn = msn & packet::kPsnMask;
-      ack.atomic_ack_eth.orig_data = orig;
-      transmit(ack, {});
-      return;
-    }
-    default:
-      return fatal_nak(aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-  }
-
-  epsn = packet::psn_add(h.bth.psn, 1);
-  if (!ends_message(info.position)) {
-    if (h.bth.ack_req) send_ack(h.bth.psn, aeth::ack());
-    return;
-  }
-
-  // Message complete.
-  ++msn;
-  const bool has_imm = info.headers & packet::kHdrImmDt;
-  if (info.operation == Operation::kSend || has_imm) {
-    complete_receive(h, info.operation == Operation::kSend, has_imm);
-  }
-  send_ack(h.bth.psn, aeth::ack());
-}
-
-void QpImpl::receive_uc(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info) {
-  // UC (IBTA 9.8.3): no ACKs, no NAKs, no retries. A gap in PSNs loses the
-  // message in progress silently; its receive WQE is used for the next one.
-  const packet::Headers& h = pkt.headers;
-  auto drop_message = [&] {
-    if (recv_in_progress || write_in_progress) ++counters.uc_messages_dropped;
-    recv_in_progress = write_in_progress = false;
-    uc_dropping = !ends_message(info.position);
-  };
-  if (h.bth.psn != epsn) {
-    drop_message();
-    uc_dropping = true;
-  }
-  epsn = packet::psn_add(h.bth.psn, 1);
-  if (starts_message(info.position)) {
-    if (recv_in_progress || write_in_progress) {
-      ++counters.uc_messages_dropped;  // its end was lost
-      recv_in_progress = write_in_progress = false;
-    }
-    uc_dropping = false;
-  }
-  if (uc_dropping) return;
-  const bool has_imm = info.headers & packet::kHdrImmDt;
-
-  if (info.operation == Operation::kSend) {
-    if (starts_message(info.position)) {
-      if (rq_head == rq_tail) return drop_message();  // no WQE: the message is lost
-      recv_in_progress = true;
-      recv_offset = 0;
-    }
-    RecvWqe& r = rq_at(rq_head);
-    if (recv_offset + pkt.payload.size() > r.length ||
-        scatter(rq_sges_at(rq_head), r.num_sge, recv_offset, pkt.payload) != WcStatus::kSuccess) {
-      // A receive error completes the WQE in error and the QP fails.
-      fail_receive(recv_offset + pkt.payload.size() > r.length ? WcStatus::kLocLenErr
-                                                               : WcStatus::kLocProtErr);
-      raise(AsyncEventType::kQpFatal);
-      enter_error();
-      return;
-    }
-    recv_offset += pkt.payload.size();
-  } else {  // RDMA WRITE
-    if (starts_message(info.position)) {
-      if (!remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteWrite))
-        return drop_message();
-      write_in_progress = true;
-      write_va = h.reth.va;
-      write_remaining = h.reth.dma_len;
-      write_length = h.reth.dma_len;
-    }
-    if (pkt.payload.size() > write_remaining) return drop_message();
-    if (has_imm && rq_head == rq_tail) return drop_message();
-    std::copy(pkt.payload.begin(), pkt.payload.end(), reinterpret_cast<uint8_t*>(write_va));
-    write_va += pkt.payload.size();
-    write_remaining -= pkt.payload.size();
-  }
-  if (!ends_message(info.position)) return;
-  const bool is_send = info.operation == Operation::kSend;
-  recv_in_progress = write_in_progress = false;
-  if (!is_send && !has_imm) return;
-  complete_receive(h, is_send, has_imm);
-}
-
-void QpImpl::complete_receive(const packet::Headers& h, bool is_send, bool has_imm) {
-  RecvWqe& r = rq_at(rq_head);
+void Responder::complete_receive(const packet::Headers& h, bool is_send, bool has_imm) {
+  const RecvWqe& wqe = qp_.rq.front();
   Completion c;
-  c.wr_id = r.wr_id;
+  c.wr_id = wqe.wr_id;
   c.opcode = is_send ? WcOpcode::kRecv : WcOpcode::kRecvRdmaWithImm;
-  c.byte_len = static_cast<uint32_t>(is_send ? recv_offset : write_length);
-  c.qp_num = qpn;
-  c.src_qp = attr.dest_qp_num;
+  c.byte_len = static_cast<uint32_t>(is_send ? recv_offset_ : write_length_);
+  c.qp_num = qp_.qpn;
+  c.src_qp = qp_.attr.dest_qp_num;
   c.slid = h.lrh.slid;
   c.sl = h.lrh.sl;
   if (has_imm) {
@@ -316,21 +389,26 @@ void QpImpl::complete_receive(const packet::Headers& h, bool is_send, bool has_i
     c.wc_flags |= kWcWithImm;
   }
   if (h.has_grh) c.wc_flags |= kWcGrh;
-  ++rq_head;
-  recv_in_progress = false;
-  recv_cq->impl().push(c, h.bth.solicited);
+  ++qp_.rq.head;
+  recv_in_progress_ = false;
+  qp_.recv_cq->impl().push(c, h.bth.solicited);
 }
 
-void QpImpl::fail_receive(WcStatus status) {
-  RecvWqe& r = rq_at(rq_head);
+void Responder::fail_receive(WcStatus status) {
+  const RecvWqe& wqe = qp_.rq.front();
   Completion c;
-  c.wr_id = r.wr_id;
+  c.wr_id = wqe.wr_id;
   c.status = status;
   c.opcode = WcOpcode::kRecv;
-  c.qp_num = qpn;
-  ++rq_head;
-  recv_in_progress = false;
-  recv_cq->impl().push(c, false);
+  c.qp_num = qp_.qpn;
+  ++qp_.rq.head;
+  recv_in_progress_ = false;
+  qp_.recv_cq->impl().push(c, false);
+}
+
+void Responder::flush() {
+  while (!qp_.rq.empty()) fail_receive(WcStatus::kWrFlushErr);
+  recv_in_progress_ = write_in_progress_ = false;
 }
 
 }  // namespace softverbs

@@ -2,7 +2,6 @@
 // include/softverbs/control.h). The requests themselves are the emulator's.
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "emulator/control/control_commands.h"
@@ -18,7 +17,6 @@ extern "C" __attribute__((visibility("default"))) int softverbs_control(const ch
   if (!engine) return err ? err : ENODEV;
   std::string answer;
   try {
-    std::lock_guard lock(engine->mutex());
     answer = softverbs::control::handle_request(*engine, request);
   } catch (...) {
     return ENOMEM;

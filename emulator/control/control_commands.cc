@@ -34,6 +34,40 @@ void write_fault_counts(std::ostringstream& out, const char* label, const fault:
       << " delayed=" << c.delayed << " corrupted=" << c.corrupted << "\n";
 }
 
+// One QP's counters and where its queues and PSNs stand: what a stuck
+// transfer waits for.
+void write_qp(std::ostringstream& out, QpImpl& qp) {
+  std::lock_guard lock(qp.mutex);
+  char qpn[16];
+  std::snprintf(qpn, sizeof qpn, "0x%06x", qp.qpn);
+  out << "  qp " << qpn << " " << (qp.type == QpType::kRc ? "RC" : "UC") << " "
+      << to_string(qp.attr.state) << ":";
+  write_counters(out, qp.counters);
+  out << "    send_queue posted=" << qp.sq.tail - qp.sq.head
+      << " unsent=" << qp.sq.tail - qp.sq.next << " next_psn=" << qp.requester.next_psn()
+      << " unacked_psn=" << qp.completer.unacked_psn()
+      << " rd_atomic_outstanding=" << qp.requester.rd_atomic_outstanding()
+      << " retransmit_timer=" << (qp.completer.retransmit_armed() ? "armed" : "off")
+      << " rnr_wait=" << (qp.completer.waiting_for_rnr() ? "yes" : "no")
+      << " retries_left=" << int(qp.completer.retries_left())
+      << " receive_queue posted=" << qp.rq.posted()
+      << " expected_psn=" << qp.responder.expected_psn() << "\n";
+}
+
+void write_device(std::ostringstream& out, Engine& engine, Hca& hca) {
+  Hca::Impl& impl = hca.impl();
+  std::lock_guard lock(impl.objects_mutex);
+  QpCounters total = impl.destroyed_qp_counters;
+  for (QpImpl* qp : impl.qps) {
+    std::lock_guard qp_lock(qp->mutex);
+    total += qp->counters;
+  }
+  out << "device " << impl.description.name << " port 1 "
+      << (engine.port_up(impl.description.index) ? "ACTIVE" : "DOWN") << ":";
+  write_counters(out, total);
+  for (QpImpl* qp : impl.qps) write_qp(out, *qp);
+}
+
 std::string stats(Engine& engine) {
   std::ostringstream out;
   out << "process " << getpid() << " " << program_name() << "\n";
@@ -55,29 +89,7 @@ std::string stats(Engine& engine) {
     write_fault_counts(out, "faults tx", c.tx);
     write_fault_counts(out, "faults rx", c.rx);
   }
-  for (Hca* hca : engine.hcas()) {
-    const Hca::Impl& impl = hca->impl();
-    QpCounters total = impl.destroyed_qp_counters;
-    for (const QpImpl* qp : impl.qps) total += qp->counters;
-    out << "device " << impl.description.name << " port 1 "
-        << (engine.port_up(impl.description.index) ? "ACTIVE" : "DOWN") << ":";
-    write_counters(out, total);
-    for (const QpImpl* qp : impl.qps) {
-      char qpn[16];
-      std::snprintf(qpn, sizeof qpn, "0x%06x", qp->qpn);
-      out << "  qp " << qpn << " " << (qp->type == QpType::kRc ? "RC" : "UC") << " "
-          << to_string(qp->attr.state) << ":";
-      write_counters(out, qp->counters);
-      // Where the queues and PSNs stand: what a stuck transfer waits for.
-      out << "    send_queue posted=" << qp->sq_tail - qp->sq_head
-          << " unsent=" << qp->sq_tail - qp->sq_next << " next_psn=" << qp->npsn
-          << " unacked_psn=" << qp->una_psn << " rd_atomic_outstanding=" << qp->reads_outstanding
-          << " retransmit_timer=" << (qp->retransmit_deadline_ns ? "armed" : "off")
-          << " rnr_wait=" << (qp->rnr_deadline_ns ? "yes" : "no")
-          << " retries_left=" << int(qp->retries_left) << " receive_queue posted="
-          << qp->rq_tail - qp->rq_head << " expected_psn=" << qp->epsn << "\n";
-    }
-  }
+  engine.for_each_hca([&](Hca& hca) { write_device(out, engine, hca); });
   return out.str();
 }
 
@@ -117,11 +129,11 @@ std::string port_command(Engine& engine, std::string_view args) {
 
 std::string rnr_command(Engine& engine, std::string_view args) {
   if (args == "off") {
-    engine.forced_rnr_qpn = 0;
+    engine.set_forced_rnr_qpn(0);
     return "ok: forced RNR off\n";
   }
   if (args == "all") {
-    engine.forced_rnr_qpn = Engine::kAllQps;
+    engine.set_forced_rnr_qpn(Engine::kAllQps);
     return "ok: forced RNR on every QP\n";
   }
   std::string text(args);
@@ -129,7 +141,7 @@ std::string rnr_command(Engine& engine, std::string_view args) {
   unsigned long qpn = std::strtoul(text.c_str(), &end, 0);
   if (text.empty() || *end || qpn == 0 || qpn > 0xffffff)
     return "error: say 'rnr off', 'rnr all' or 'rnr QPN' (e.g. rnr 0x12)\n";
-  engine.forced_rnr_qpn = static_cast<uint32_t>(qpn);
+  engine.set_forced_rnr_qpn(static_cast<uint32_t>(qpn));
   return "ok: forced RNR on QP " + text + "\n";
 }
 

@@ -14,7 +14,7 @@ namespace softverbs {
 class Engine;
 namespace control {
 
-// Called with the engine's mutex held.
+// Any thread; takes the locks it needs.
 std::string handle_request(Engine& engine, std::string_view request);
 
 }  // namespace control

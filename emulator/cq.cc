@@ -1,0 +1,62 @@
+// Completion queues: the ring, arming, and polling (which drives progress).
+#include <cerrno>
+
+#include "emulator/cq_impl.h"
+#include "emulator/engine.h"
+#include "emulator/hca_impl.h"
+
+namespace softverbs {
+
+Cq::Cq(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+Cq::~Cq() = default;
+
+uint32_t Cq::capacity() const { return static_cast<uint32_t>(impl_->ring.size()); }
+
+void Cq::Impl::push(const Completion& completion, bool solicited) {
+  bool event = false, overflow = false;
+  {
+    std::lock_guard lock(mutex);
+    if (overflowed.load(std::memory_order_relaxed)) return;
+    const uint64_t t = tail.load(std::memory_order_relaxed);
+    if (t - head.load(std::memory_order_relaxed) >= ring.size()) {
+      overflowed.store(true, std::memory_order_relaxed);
+      overflow = true;
+    } else {
+      ring[t % ring.size()] = completion;
+      tail.store(t + 1, std::memory_order_release);
+      if (arm == Arm::kNext || (arm == Arm::kSolicited && solicited)) {
+        arm = Arm::kNone;
+        event = true;
+      }
+    }
+  }
+  // The sinks only record the event and signal an fd; called unlocked so a
+  // poller is never held up by them.
+  if (overflow) hca->impl().raise(AsyncEvent{AsyncEventType::kCqErr, nullptr, self, 0});
+  if (event && sink) sink->on_completion_event(*self);
+}
+
+int Cq::poll(std::span<Completion> out) {
+  Impl& cq = *impl_;
+  cq.engine->note_application_poll();
+  if (cq.ready() < out.size()) cq.engine->progress();
+  if (cq.ready() == 0 && !cq.overflowed.load(std::memory_order_relaxed)) return 0;
+  std::lock_guard lock(cq.mutex);
+  if (cq.overflowed) return -1;
+  uint64_t h = cq.head.load(std::memory_order_relaxed);
+  const uint64_t t = cq.tail.load(std::memory_order_relaxed);
+  size_t n = 0;
+  while (n < out.size() && h != t) out[n++] = cq.ring[h++ % cq.ring.size()];
+  cq.head.store(h, std::memory_order_release);
+  return static_cast<int>(n);
+}
+
+Errno Cq::arm(bool solicited_only) {
+  std::lock_guard lock(impl_->mutex);
+  // "Next" wins over "solicited" until the event fires (IBTA 11.4.2.2).
+  if (impl_->arm != Impl::Arm::kNext)
+    impl_->arm = solicited_only ? Impl::Arm::kSolicited : Impl::Arm::kNext;
+  return 0;
+}
+
+}  // namespace softverbs

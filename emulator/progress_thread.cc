@@ -1,0 +1,100 @@
+// The progress thread: serves what arrives while no application thread is
+// calling in, without burning a core when the process is idle.
+//
+//   serving    frames or timers came: serve them, note the time
+//   spinning   for a short while after activity, keep looking: the next
+//              frame of a one-sided exchange comes within microseconds
+//   napping    an application thread is polling (it serves what comes):
+//              short timed sleeps, not announced, so peers need not ring
+//   sleeping   nothing for a while: announce the sleep on the doorbell and
+//              wait for a frame, a wake() or the next timer deadline
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "emulator/engine.h"
+
+namespace softverbs {
+namespace {
+
+// The longest the progress thread sleeps with nothing to do: bounds how late
+// it notices a timer armed by another thread.
+constexpr uint64_t kIdleSleepNs = 50'000'000;
+// How long a nap lasts while an application thread polls: the longest a
+// frame waits when the application stops polling without telling anyone.
+constexpr long kNapNs = 20'000;
+// While frames wait for room at a peer.
+constexpr uint64_t kDeferredRetryNs = 20'000;
+constexpr int kProgressThreadNice = -10;
+
+// How long to keep looking after activity: SOFTVERBS_PROGRESS_SPIN_US, by
+// default long enough to catch the next frame of a ping-pong, and nothing
+// on a machine with too few cores to spare one.
+uint64_t spin_after_activity_ns() {
+  if (const char* text = std::getenv("SOFTVERBS_PROGRESS_SPIN_US"); text && *text) {
+    char* end = nullptr;
+    const unsigned long us = std::strtoul(text, &end, 10);
+    if (end && *end == '\0' && us <= 1'000'000) return us * 1000;
+  }
+  cpu_set_t cpus;
+  const bool known = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
+  return known && CPU_COUNT(&cpus) >= 4 ? 50'000 : 0;
+}
+
+void nap(long ns) {
+  timespec t{0, ns};
+  nanosleep(&t, nullptr);
+}
+
+}  // namespace
+
+void Engine::progress_thread_main() {
+  pthread_setname_np(pthread_self(), "softverbs-prog");
+  // Serving a one-sided operation whose target spins on memory needs this
+  // thread on a CPU at once, ahead of the spinning application threads.
+  // Best effort: without CAP_SYS_NICE the call fails and nothing changes.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kProgressThreadNice);
+  // Naps are short; the default 50 us of timer slack would triple them.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  const uint64_t spin_ns = spin_after_activity_ns();
+  uint64_t last_activity_ns = 0;
+  uint64_t polls_seen = application_polls_.load(std::memory_order_relaxed);
+
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    if (progress(256) != 0) {
+      last_activity_ns = clock_->now_ns();
+      continue;
+    }
+    const uint64_t now = clock_->now_ns();
+    if (now - last_activity_ns < spin_ns) {
+      sched_yield();
+      continue;
+    }
+    const uint64_t polls = application_polls_.load(std::memory_order_relaxed);
+    if (polls != polls_seen) {
+      polls_seen = polls;
+      nap(kNapNs);
+      continue;
+    }
+    if (wire_->has_deferred()) {
+      wire_->wait(kDeferredRetryNs);  // frames wait for room at a peer
+      continue;
+    }
+    const uint64_t deadline = timers_.next_deadline_ns();
+    uint64_t sleep = kIdleSleepNs;
+    if (deadline != UINT64_MAX) sleep = deadline > now ? std::min(sleep, deadline - now) : 0;
+    if (sleep == 0) continue;
+    progress_sleeps_until_ns_.store(now + sleep, std::memory_order_relaxed);
+    wire_->wait(sleep);
+    progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace softverbs

@@ -1,0 +1,68 @@
+// The requester: turns send WQEs into request packets (IBTA 9.7.1). Each
+// WQE takes a contiguous run of PSNs: one per path-MTU segment for SEND and
+// WRITE, one per expected response packet for READ, one for an atomic. It
+// owns where transmission stands; the completer moves it back (go back N).
+//
+// Driven as a state machine, one function per step (requester.cc):
+//   NextWqe -> CheckLimits -> StartWqe -> SendAtomic | SendReadRequest |
+//   SendSegment -> (NextWqe | Stop)
+// Guarded by the QP's lock.
+#pragma once
+
+#include <cstdint>
+
+#include "emulator/send_queue.h"
+
+namespace softverbs {
+
+struct QpImpl;
+
+class Requester {
+ public:
+  explicit Requester(QpImpl& qp) : qp_(qp) {}
+
+  // Transmits what the window, the read/atomic limit, fences and the RNR wait
+  // allow.
+  void run();
+  // Go back N (IBTA 9.7.5.1.3): transmission resumes at `psn`, in the oldest
+  // WQE not done that holds it or lies after it.
+  void rewind_to(uint32_t psn);
+  // RTR -> RTS: the first PSN to send.
+  void start(uint32_t sq_psn);
+  void reset();
+
+  uint32_t next_psn() const { return npsn_; }
+  // A READ or atomic WQE finished (done, failed or flushed): one less
+  // outstanding against max_rd_atomic.
+  void rd_atomic_finished() {
+    if (rd_atomic_outstanding_) --rd_atomic_outstanding_;
+  }
+  uint32_t rd_atomic_outstanding() const { return rd_atomic_outstanding_; }
+  uint32_t packets_of(const SendWqe& w) const;
+
+ private:
+  enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendReadRequest,
+                    kSendSegment, kStop };
+
+  Step next_wqe();
+  Step check_limits();
+  Step start_wqe();
+  Step send_atomic();
+  Step send_read_request();
+  Step send_segment();
+  // The WQE's last packet went out: on to the next one.
+  void finish_wqe();
+  void advance_psn(uint32_t to);
+
+  QpImpl& qp_;
+  SendWqe* wqe_ = nullptr;      // the WQE the current run is on
+  uint32_t npsn_ = 0;           // next PSN to send
+  uint32_t psn_high_ = 0;       // one past the highest PSN ever sent
+  uint64_t send_offset_ = 0;    // bytes of the current WQE already sent
+  // The first packet after a go-back-N asks for an ACK, so the responder
+  // says at once where it stands even if it only sees duplicates.
+  bool ack_request_next_ = false;
+  uint32_t rd_atomic_outstanding_ = 0;
+};
+
+}  // namespace softverbs

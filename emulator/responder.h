@@ -1,0 +1,100 @@
+// The responder: classifies each request by PSN (IBTA 9.7.4.1.x), executes
+// the expected ones, answers duplicates, NAKs the first out-of-sequence one,
+// and acknowledges. UC requests go through the same steps with UC's rules:
+// no ACK or NAK, a gap loses the message in progress (IBTA 9.8.3).
+//
+// Driven as a state machine per request, one function per step
+// (responder.cc):
+//   CheckPsn -> (Duplicate | OutOfSequence | Execute) ; Execute ->
+//   ExecuteSend | ExecuteWrite | ExecuteRead | ExecuteAtomic -> Complete ->
+//   Acknowledge -> Done ; any execute step -> Error (fatal NAK, QP to ERR)
+// Guarded by the QP's lock.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "emulator/aeth.h"
+#include "emulator/packet/codec.h"
+#include "emulator/packet/headers.h"
+#include "emulator/types.h"
+
+namespace softverbs {
+
+struct QpImpl;
+
+class Responder {
+ public:
+  explicit Responder(QpImpl& qp) : qp_(qp) {}
+
+  void receive(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info);
+  // INIT -> RTR: the first PSN expected, and how many atomic results to keep.
+  void start(uint32_t rq_psn, uint32_t max_dest_rd_atomic);
+  void reset();
+  // ERR: every posted receive WQE completes flushed.
+  void flush();
+  // The receive WQE at the head completes in error.
+  void fail_receive(WcStatus status);
+
+  uint32_t expected_psn() const { return epsn_; }
+
+ private:
+  enum class Step { kCheckPsn, kOutOfSequence, kDuplicate, kExecute, kExecuteSend,
+                    kExecuteWrite, kExecuteRead, kExecuteAtomic, kComplete, kAcknowledge,
+                    kUcGap, kError, kDone };
+  struct Request {
+    const packet::DecodedPacket& pkt;
+    const packet::OpcodeInfo& info;
+    const packet::Headers& h;
+    aeth::NakCode nak = aeth::kNakInvalidRequest;
+    AsyncEventType event = AsyncEventType::kQpReqErr;
+  };
+
+  Step check_psn(Request& r);
+  Step out_of_sequence(Request& r);
+  Step duplicate(Request& r);
+  Step execute(Request& r);
+  Step execute_send(Request& r);
+  Step execute_write(Request& r);
+  Step execute_read(Request& r);
+  Step execute_atomic(Request& r);
+  Step complete(Request& r);
+  Step acknowledge(Request& r);
+  Step uc_gap(Request& r);
+  Step error(Request& r);
+  Step fail(Request& r, aeth::NakCode nak, AsyncEventType event);
+
+  void send_ack(uint32_t psn, uint8_t syndrome);
+  void send_atomic_ack(uint32_t psn, uint64_t orig);
+  void send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uint64_t len);
+  void rnr_nak(uint32_t psn);
+  bool forced_rnr() const;
+  void complete_receive(const packet::Headers& h, bool is_send, bool has_imm);
+  void drop_uc_message();
+  bool is_uc() const;
+
+  QpImpl& qp_;
+  uint32_t epsn_ = 0;            // expected PSN
+  uint32_t msn_ = 0;             // message sequence number
+  bool nak_sent_ = false;        // one sequence NAK per gap (IBTA 9.7.5.1.2)
+  bool recv_in_progress_ = false;  // a multi-packet SEND is being received
+  uint64_t recv_offset_ = 0;
+  bool write_in_progress_ = false;
+  uint64_t write_va_ = 0;
+  uint64_t write_remaining_ = 0;
+  uint64_t write_length_ = 0;    // the RETH's DMA length of the current WRITE
+  uint32_t write_rkey_ = 0;
+  bool comm_established_ = false;
+  bool uc_dropping_ = false;     // UC: a packet was lost; skip to the next message
+  // Results of executed atomics by PSN, so a duplicate is answered without
+  // executing twice (IBTA 9.7.5.3.2). max_dest_rd_atomic entries.
+  struct AtomicResult {
+    uint32_t psn = 0;
+    uint64_t orig = 0;
+    bool valid = false;
+  };
+  std::vector<AtomicResult> atomic_results_;
+  uint32_t next_atomic_slot_ = 0;
+};
+
+}  // namespace softverbs
