@@ -15,9 +15,10 @@
 //    progress()), so no thread hop sits in its fast path. The progress thread
 //    serves what arrives while the application is not calling in (one-sided
 //    operations on a target that polls memory, ACKs, timers): after activity
-//    it spins for a short while, then sleeps on the wire's doorbell; while
-//    an application thread is polling, it only naps, without announcing
-//    sleep, so peers never ring the doorbell of a process that is awake.
+//    it spins for a short while (on machines with cores to spare), then
+//    sleeps on the wire's doorbell. An application thread that polls says so
+//    on the wire, and peers skip the doorbell meanwhile: the progress thread
+//    of a process whose application polls stays asleep.
 #pragma once
 
 #include <atomic>
@@ -120,12 +121,9 @@ class Engine {
   // Serves up to `budget` arrived frames and the timers that are due,
   // unless another thread is doing so already. Returns the frames served.
   size_t progress(size_t budget = 64);
-  // An application thread is polling: the progress thread need not sleep
-  // where peers would have to wake it. Cheap enough for every poll.
-  void note_application_poll() {
-    application_polls_.store(application_polls_.load(std::memory_order_relaxed) + 1,
-                             std::memory_order_relaxed);
-  }
+  // The same for an application thread (Cq::poll): while it polls, peers
+  // need not ring this process's doorbell.
+  size_t progress_for_application(size_t budget = 64);
 
   EngineCounters counters() const;
 
@@ -170,7 +168,12 @@ class Engine {
     std::atomic<uint64_t> frames_dropped_port_down{0};
   };
 
-  // packet_intake.cc: with intake_mutex_ held.
+  // packet_intake.cc
+  // progress() for the progress thread; kIntakeBusy when an application
+  // thread was serving.
+  static constexpr size_t kIntakeBusy = SIZE_MAX;
+  size_t progress_on_progress_thread(size_t budget);
+  // With intake_mutex_ held.
   void deliver(std::span<const uint8_t> frame);
   void run_due_timers();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
@@ -196,7 +199,7 @@ class Engine {
   std::atomic<uint32_t> ports_down_{0};  // bit per device index
   std::atomic<uint32_t> forced_rnr_qpn_{0};
   Counters counters_;
-  std::atomic<uint64_t> application_polls_{0};
+  std::atomic<bool> intake_on_progress_thread_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> progress_sleeps_until_ns_{0};  // 0: not asleep
   std::thread progress_thread_;

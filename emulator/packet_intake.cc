@@ -16,6 +16,34 @@ size_t Engine::progress(size_t budget) {
   return served;
 }
 
+size_t Engine::progress_on_progress_thread(size_t budget) {
+  std::unique_lock lock(intake_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return kIntakeBusy;  // an application thread is serving
+  intake_on_progress_thread_.store(true, std::memory_order_relaxed);
+  const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
+  run_due_timers();
+  intake_on_progress_thread_.store(false, std::memory_order_relaxed);
+  return served;
+}
+
+size_t Engine::progress_for_application(size_t budget) {
+  std::unique_lock lock(intake_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // Another application thread serves: go on. The progress thread, though,
+    // may have been preempted while serving (an application spinning here
+    // on a busy core would keep it off the CPU): wait for it instead.
+    if (!intake_on_progress_thread_.load(std::memory_order_relaxed)) return 0;
+    lock.lock();
+  }
+  wire_->begin_application_poll();
+  const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
+  const bool unseen = wire_->end_application_poll();
+  run_due_timers();
+  lock.unlock();
+  if (unseen) wire_->wake();  // a frame came that this poll did not take
+  return served;
+}
+
 void Engine::deliver(std::span<const uint8_t> frame) {
   counters_.frames_received.fetch_add(1, std::memory_order_relaxed);
   packet::DecodedPacket pkt;

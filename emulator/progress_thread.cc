@@ -4,10 +4,10 @@
 //   serving    frames or timers came: serve them, note the time
 //   spinning   for a short while after activity, keep looking: the next
 //              frame of a one-sided exchange comes within microseconds
-//   napping    an application thread is polling (it serves what comes):
-//              short timed sleeps, not announced, so peers need not ring
 //   sleeping   nothing for a while: announce the sleep on the doorbell and
-//              wait for a frame, a wake() or the next timer deadline
+//              wait for a frame, a wake() or the next timer deadline (peers
+//              skip the doorbell while an application thread polls, which
+//              serves what comes)
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -27,12 +27,10 @@ namespace {
 // The longest the progress thread sleeps with nothing to do: bounds how late
 // it notices a timer armed by another thread.
 constexpr uint64_t kIdleSleepNs = 50'000'000;
-// How long a nap lasts while an application thread polls: the longest a
-// frame waits when the application stops polling without telling anyone.
-constexpr long kNapNs = 20'000;
 // While frames wait for room at a peer.
 constexpr uint64_t kDeferredRetryNs = 20'000;
 constexpr int kProgressThreadNice = -10;
+constexpr long kYieldToApplicationNs = 20'000;
 
 // How long to keep looking after activity: SOFTVERBS_PROGRESS_SPIN_US, by
 // default long enough to catch the next frame of a ping-pong, and nothing
@@ -61,26 +59,28 @@ void Engine::progress_thread_main() {
   // thread on a CPU at once, ahead of the spinning application threads.
   // Best effort: without CAP_SYS_NICE the call fails and nothing changes.
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kProgressThreadNice);
-  // Naps are short; the default 50 us of timer slack would triple them.
+  // Timer deadlines are short (a retransmit after tens of microseconds);
+  // the default 50 us of timer slack would stretch them.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   const uint64_t spin_ns = spin_after_activity_ns();
   uint64_t last_activity_ns = 0;
-  uint64_t polls_seen = application_polls_.load(std::memory_order_relaxed);
 
   while (!stopping_.load(std::memory_order_relaxed)) {
-    if (progress(256) != 0) {
+    const size_t served = progress_on_progress_thread(256);
+    if (served == kIntakeBusy) {
+      // An application thread is serving what came: stay out of its way
+      // rather than spin beside it (its frames keep the doorbell from
+      // letting this thread sleep).
+      nap(kYieldToApplicationNs);
+      continue;
+    }
+    if (served != 0) {
       last_activity_ns = clock_->now_ns();
       continue;
     }
     const uint64_t now = clock_->now_ns();
     if (now - last_activity_ns < spin_ns) {
       sched_yield();
-      continue;
-    }
-    const uint64_t polls = application_polls_.load(std::memory_order_relaxed);
-    if (polls != polls_seen) {
-      polls_seen = polls;
-      nap(kNapNs);
       continue;
     }
     if (wire_->has_deferred()) {

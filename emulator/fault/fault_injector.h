@@ -81,6 +81,8 @@ class FaultInjector final : public Wire {
   // Never sleeps past the earliest release time of a held frame.
   void wait(uint64_t timeout_ns) override;
   void wake() override { inner_->wake(); }
+  void begin_application_poll() override { inner_->begin_application_poll(); }
+  bool end_application_poll() override { return inner_->end_application_poll(); }
   // True while frames are held here or by the inner wire.
   bool has_deferred() const override;
   WireCounters counters() const override { return inner_->counters(); }

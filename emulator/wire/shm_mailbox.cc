@@ -13,8 +13,12 @@ namespace softverbs {
 namespace {
 
 constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
-constexpr uint32_t kMailboxVersion = 1;
+constexpr uint32_t kMailboxVersion = 2;
 constexpr uint64_t kSlotMask = kMailboxSlotCount - 1;
+// MailboxHeader::pollers: how many application threads poll, and a mark
+// that a producer skipped the doorbell because of them.
+constexpr uint32_t kDoorbellSkipped = 1u << 31;
+constexpr uint32_t kPollerCountMask = kDoorbellSkipped - 1;
 
 constexpr size_t header_bytes() {
   return (sizeof(MailboxHeader) + alignof(MailboxSlot) - 1) / alignof(MailboxSlot) *
@@ -170,6 +174,16 @@ bool ShmMailbox::try_push(std::span<const uint8_t> frame) {
 }
 
 void ShmMailbox::ring_doorbell() {
+  // A poller of the owning process serves the frame; the last poller to
+  // leave learns from the mark that a doorbell was skipped (end_poll()).
+  std::atomic<uint32_t>& pollers = header().pollers;
+  if ((pollers.load(std::memory_order_seq_cst) & kPollerCountMask) != 0 &&
+      (pollers.fetch_or(kDoorbellSkipped, std::memory_order_seq_cst) & kPollerCountMask) != 0)
+    return;
+  wake_sleeper();
+}
+
+void ShmMailbox::wake_sleeper() {
   std::atomic<uint32_t>& sleeping = header().consumer_sleeping;
   // Clearing the word before the wake makes a consumer that has not reached
   // FUTEX_WAIT yet return from it at once instead of missing the wake.
@@ -178,16 +192,28 @@ void ShmMailbox::ring_doorbell() {
   }
 }
 
+void ShmMailbox::begin_poll() { header().pollers.fetch_add(1, std::memory_order_seq_cst); }
+
+bool ShmMailbox::end_poll() {
+  std::atomic<uint32_t>& pollers = header().pollers;
+  const uint32_t before = pollers.fetch_sub(1, std::memory_order_seq_cst);
+  if ((before & kPollerCountMask) != 1 || !(before & kDoorbellSkipped)) return false;
+  // The last poller out, and a producer skipped the doorbell: if its frame
+  // came after our last look, the waiter must be woken for it.
+  pollers.fetch_and(~kDoorbellSkipped, std::memory_order_seq_cst);
+  return has_ready_frame(std::memory_order_seq_cst);
+}
+
 // ---- Consumer side.
 
 bool ShmMailbox::has_ready_frame(std::memory_order order) const {
-  const uint64_t position = dequeue_position_;
+  const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
   return sequence_of(slot_at(position), position, order) == position + 1;
 }
 
 bool ShmMailbox::peek(std::span<const uint8_t>& frame) {
   for (;;) {
-    const uint64_t position = dequeue_position_;
+    const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
     MailboxSlot& slot = slot_at(position);
     if (sequence_of(slot, position) == position + 1) {
       // Read the length once and bound it: the producer is trusted to be of
@@ -207,12 +233,12 @@ bool ShmMailbox::peek(std::span<const uint8_t>& frame) {
 }
 
 void ShmMailbox::release_peeked() {
-  const uint64_t position = dequeue_position_;
+  const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
   MailboxSlot& slot = slot_at(position);
   // Free for the producer of the next lap.
   sequence_word(slot).store(position + kMailboxSlotCount - (position & kSlotMask),
                             std::memory_order_release);
-  dequeue_position_ = position + 1;
+  dequeue_position_.store(position + 1, std::memory_order_relaxed);
 }
 
 // The slot at the head is not published. If a producer claimed it (the claim
@@ -220,7 +246,7 @@ void ShmMailbox::release_peeked() {
 // or was stopped between the two steps; give the slot up so the frames
 // behind it flow again. Returns true when it skipped the slot.
 bool ShmMailbox::skip_if_stalled() {
-  const uint64_t position = dequeue_position_;
+  const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
   if (header().enqueue_position.load(std::memory_order_acquire) <= position) return false;
   const uint64_t now = monotonic_ns();
   if (stalled_position_ != position) {
@@ -237,7 +263,7 @@ bool ShmMailbox::skip_if_stalled() {
     return true;  // published just now: peek will take it
   }
   header().abandoned_slots.fetch_add(1, std::memory_order_relaxed);
-  dequeue_position_ = position + 1;
+  dequeue_position_.store(position + 1, std::memory_order_relaxed);
   return true;
 }
 
@@ -256,7 +282,7 @@ void ShmMailbox::wait(uint64_t timeout_ns) {
   }
   // A claimed slot will be published with a doorbell, unless its producer
   // died: then wake up in time to give it up.
-  if (header().enqueue_position.load() != dequeue_position_) {
+  if (header().enqueue_position.load() != dequeue_position_.load(std::memory_order_relaxed)) {
     stall_check_due_ = true;
     if (timeout_ns > stall_limit_ns_) timeout_ns = stall_limit_ns_;
   }
@@ -270,7 +296,7 @@ void ShmMailbox::wait(uint64_t timeout_ns) {
 
 void ShmMailbox::wake() {
   header().wake_requested.store(1, std::memory_order_seq_cst);
-  ring_doorbell();
+  wake_sleeper();
 }
 
 bool ShmMailbox::consumer_asleep() const {

@@ -11,7 +11,11 @@
 // The doorbell: a consumer about to sleep sets `consumer_sleeping`, looks at
 // the ring once more, and futex-waits on that word. A producer reads the word
 // after publishing a frame and only makes a syscall when it is set, so two
-// busy-polling processes never enter the kernel.
+// busy-polling processes never enter the kernel. Application threads that
+// poll the ring themselves say so (`pollers`): while one does, producers
+// skip the doorbell even though the process's own waiter sleeps, because
+// the poller serves the frame; a poller leaving looks at the ring once more
+// and wakes the waiter if a frame came meanwhile.
 #pragma once
 
 #include <atomic>
@@ -65,6 +69,7 @@ struct MailboxHeader {
   alignas(64) std::atomic<uint64_t> enqueue_position;  // producers' claim counter
   alignas(64) std::atomic<uint32_t> consumer_sleeping;  // the futex word
   std::atomic<uint32_t> wake_requested;                // wake() before wait()
+  std::atomic<uint32_t> pollers;  // application threads polling now, and a skipped-doorbell mark
   std::atomic<uint64_t> abandoned_slots;               // given up, see peek()
 };
 
@@ -117,6 +122,12 @@ class ShmMailbox {
 
   void set_stall_limit_ns(uint64_t limit_ns) { stall_limit_ns_ = limit_ns; }
 
+  // An application thread of the owning process starts or ends a poll of the
+  // ring. end_poll() returns true when a frame is waiting that the poll may
+  // not have seen: the caller must wake() the waiter.
+  void begin_poll();
+  bool end_poll();
+
   // ---- Anyone.
 
   // Makes the current or the next wait() return.
@@ -137,6 +148,7 @@ class ShmMailbox {
   bool has_ready_frame(std::memory_order order = std::memory_order_acquire) const;
   bool skip_if_stalled();
   void ring_doorbell();
+  void wake_sleeper();
 
   ShmSegment segment_;
   MailboxHeader* header_ = nullptr;
@@ -145,7 +157,9 @@ class ShmMailbox {
   int creator_pid_ = 0;            // a forked copy must not unlink it
 
   // Consumer-only state, private to this process.
-  uint64_t dequeue_position_ = 0;
+  // Read by end_poll() on an application thread while the consumer may be
+  // another thread: atomic, written by the consumer only.
+  std::atomic<uint64_t> dequeue_position_{0};
   uint64_t stall_limit_ns_ = kDefaultStallLimitNs;
   uint64_t stalled_position_ = UINT64_MAX;
   uint64_t stalled_since_ns_ = 0;

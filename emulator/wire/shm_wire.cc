@@ -206,6 +206,10 @@ void ShmWire::wait(uint64_t timeout_ns) {
 
 void ShmWire::wake() { inbox_->wake(); }
 
+void ShmWire::begin_application_poll() { inbox_->begin_poll(); }
+
+bool ShmWire::end_application_poll() { return inbox_->end_poll(); }
+
 bool ShmWire::has_deferred() const {
   return deferred_frames_.load(std::memory_order_relaxed) != 0;
 }

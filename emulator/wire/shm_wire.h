@@ -53,6 +53,8 @@ class ShmWire final : public Wire {
   // frees room in its mailbox does not tell us.
   void wait(uint64_t timeout_ns) override;
   void wake() override;
+  void begin_application_poll() override;
+  bool end_application_poll() override;
   bool has_deferred() const override;
   WireCounters counters() const override;
 

@@ -43,6 +43,12 @@ class Wire {
   virtual void wait(uint64_t timeout_ns) = 0;
   virtual void wake() = 0;
 
+  // An application thread is about to poll (and has polled): while one is
+  // polling, senders need not wake this process's waiter. end returns true
+  // when a frame may have arrived unseen: the caller must then wake().
+  virtual void begin_application_poll() {}
+  virtual bool end_application_poll() { return false; }
+
   // True while frames are held back waiting for room at their destination.
   virtual bool has_deferred() const = 0;
 
