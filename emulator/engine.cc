@@ -10,12 +10,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "emulator/control/control_commands.h"
 #include "emulator/control/control_server.h"
 #include "emulator/device_config.h"
 #include "emulator/fault/fault_injector.h"
 #include "emulator/hca_impl.h"
+#include "emulator/qp_impl.h"
+#include "emulator/run_frame.h"
 #include "emulator/wire/shm_registry.h"
 #include "emulator/wire/shm_wire.h"
 
@@ -97,6 +100,9 @@ Engine::Engine(Config config)
       clock_(config.clock ? config.clock : &SteadyClock::instance()),
       keepalive_(std::move(config.keepalive)),
       fault_injector_(config.fault_injector) {
+  const char* runs = std::getenv("SOFTVERBS_RUNS");
+  runs_enabled_ = !(runs && std::string_view(runs) == "0");
+  fault_plan_changed();
   if (config.progress_thread)
     progress_thread_ = std::thread([this] { progress_thread_main(); });
 }
@@ -145,6 +151,8 @@ Engine* Engine::process(Errno& err) {
 
 Errno Engine::add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn) {
   if (Errno e = qpns_->allocate(device_index, qpn)) return e;
+  // Set before intake can see the QP; read-only from then on.
+  qp->qpn = qpn;
   std::lock_guard lock(intake_mutex_);
   qps_[qp_key(device_index, qpn)] = qp;
   return 0;
@@ -193,6 +201,29 @@ WcStatus Engine::transmit_gathered(const WireAddress& dst, const packet::Headers
   const size_t n = packet::encode_ib(headers, payload, buffer);
   if (n != 0) send_frame(dst, buffer.first(n));
   return WcStatus::kSuccess;
+}
+
+bool Engine::runs_allowed(const WireAddress& dst) {
+  if (!runs_enabled_) return false;
+  if (fault_injector_ && fault_injector_->has_rules()) return false;  // every packet counts
+  return wire_->accepts_runs(dst);
+}
+
+void Engine::transmit_run(const WireAddress& dst, const RunFrame& run) {
+  std::span<uint8_t> buffer = frame_buffer();
+  const size_t n = encode_run(run, buffer);
+  if (n != 0) send_frame(dst, buffer.first(n));
+}
+
+void Engine::refuse_runs() {
+  runs_refused_here_.store(true, std::memory_order_relaxed);
+  fault_plan_changed();
+}
+
+void Engine::fault_plan_changed() {
+  const bool faults = fault_injector_ && fault_injector_->has_rules();
+  wire_->set_accepting_runs(runs_enabled_ && !faults &&
+                            !runs_refused_here_.load(std::memory_order_relaxed));
 }
 
 void Engine::schedule_timer(TimerQueue::Key key, uint64_t deadline_ns) {

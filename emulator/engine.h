@@ -21,6 +21,7 @@
 //    of a process whose application polls stays asleep.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,7 @@
 namespace softverbs {
 
 struct QpImpl;
+struct RunFrame;
 class Hca;
 namespace fault {
 class FaultInjector;
@@ -99,8 +101,8 @@ class Engine {
   const Clock& clock() const { return *clock_; }
   Wire& wire() { return *wire_; }
 
-  // QP table. add_qp allocates the QPN. After remove_qp returns, intake
-  // hands the QP nothing more.
+  // QP table. add_qp allocates the QPN and sets qp->qpn. After remove_qp
+  // returns, intake hands the QP nothing more.
   Errno add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn);
   void remove_qp(uint32_t device_index, uint32_t qpn);
 
@@ -113,6 +115,16 @@ class Engine {
   // show) but not sent.
   WcStatus transmit_gathered(const WireAddress& dst, const packet::Headers& headers,
                              uint32_t length, bool port_up, PayloadGatherer& gatherer);
+
+  // Runs (run_frame.h): whether one may go to `dst` now (cross-memory
+  // attach not refused there, no fault plan in force here, not disabled by
+  // SOFTVERBS_RUNS=0), sending one, and telling peers to stop sending them
+  // here (the kernel refused a pull, or a fault plan needs every packet).
+  bool runs_allowed(const WireAddress& dst);
+  void transmit_run(const WireAddress& dst, const RunFrame& run);
+  void refuse_runs();
+  // The fault plan changed: runs are accepted again only without one.
+  void fault_plan_changed();
 
   // Asks for on_timer() of the QP with `key` once `deadline_ns` has come.
   // Wakes the progress thread if it sleeps past it.
@@ -169,10 +181,12 @@ class Engine {
   };
 
   // packet_intake.cc
+  void deliver_run(std::span<const uint8_t> frame);
   // progress() for the progress thread; kIntakeBusy when an application
   // thread was serving.
   static constexpr size_t kIntakeBusy = SIZE_MAX;
   size_t progress_on_progress_thread(size_t budget);
+  size_t serve_for_application(size_t budget);
   // With intake_mutex_ held.
   void deliver(std::span<const uint8_t> frame);
   void run_due_timers();
@@ -191,6 +205,7 @@ class Engine {
   std::mutex intake_mutex_;  // guards qps_ and the intake itself
   std::unordered_map<uint64_t, QpImpl*> qps_;
   std::vector<TimerQueue::Key> due_timers_;  // scratch of run_due_timers
+  std::array<uint8_t, packet::kMaxFrameBytes> intake_frame_{};  // the frame being served
   TimerQueue timers_;
 
   std::mutex objects_mutex_;  // guards hcas_
@@ -200,6 +215,10 @@ class Engine {
   std::atomic<uint32_t> forced_rnr_qpn_{0};
   Counters counters_;
   std::atomic<bool> intake_on_progress_thread_{false};
+  bool runs_enabled_ = true;                    // SOFTVERBS_RUNS
+  std::atomic<bool> runs_refused_here_{false};  // a pull was refused: for good
+  // Polls by application threads; a racy count is fine (it spaces timer checks).
+  thread_local static inline uint32_t application_polls_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> progress_sleeps_until_ns_{0};  // 0: not asleep
   std::thread progress_thread_;

@@ -214,15 +214,9 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   impl->attr.cap = c;
   impl->attr.port_num = 1;
   uint32_t qpn = 0;
-  {
-    // The QPN is known only once it is in the engine's table, but no packet
-    // can reach a QP before its peer learns the QPN, which is later.
-    std::lock_guard qp_lock(impl->mutex);
-    if (Errno e = impl_->engine->add_qp(impl->device_index, impl.get(), qpn)) {
-      err = e == EAGAIN ? ENOMEM : e;
-      return nullptr;
-    }
-    impl->qpn = qpn;
+  if (Errno e = impl_->engine->add_qp(impl->device_index, impl.get(), qpn)) {
+    err = e == EAGAIN ? ENOMEM : e;
+    return nullptr;
   }
   {
     std::lock_guard lock(impl_->objects_mutex);

@@ -4,6 +4,7 @@
 // otherwise. The MR table stays locked (shared) across the check and the
 // copy, so deregistration waits for an access in progress.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "emulator/qp_impl.h"
@@ -58,6 +59,43 @@ WcStatus QpImpl::scatter(const Sge* sges, uint32_t n, uint64_t offset,
                      [&](uint64_t addr, uint64_t len, uint64_t pos) {
                        std::memcpy(reinterpret_cast<void*>(addr), in.data() + pos, len);
                      });
+}
+
+WcStatus QpImpl::scatter_payload(const Sge* sges, uint32_t n, uint64_t offset, const Payload& in,
+                                 int& pull_error) const {
+  pull_error = 0;
+  if (!in.run) return scatter(sges, n, offset, in.bytes);
+  std::shared_lock lock(hca->impl().mr_mutex);
+  std::array<RunPiece, kMaxSge> local;
+  size_t count = 0;
+  const WcStatus st = walk_locked(*this, sges, n, offset, in.run->bytes, kAccessLocalWrite,
+                                  [&](uint64_t addr, uint64_t len, uint64_t) {
+                                    local[count++] = RunPiece{addr, len};
+                                  });
+  if (st != WcStatus::kSuccess) return st;
+  pull_error = pull_run(*in.run, std::span(local.data(), count));
+  return WcStatus::kSuccess;
+}
+
+WcStatus QpImpl::describe(const Sge* sges, uint32_t n, uint64_t offset, uint64_t length,
+                          RunFrame& run) const {
+  std::shared_lock lock(hca->impl().mr_mutex);
+  run.piece_count = 0;
+  return walk_locked(*this, sges, n, offset, length, 0, [&](uint64_t addr, uint64_t len, uint64_t) {
+    run.pieces[run.piece_count++] = RunPiece{addr, len};
+  });
+}
+
+bool QpImpl::place_remote(uint32_t rkey, uint64_t va, const Payload& in, int& pull_error) const {
+  pull_error = 0;
+  return access_remote(rkey, va, in.size(), kAccessRemoteWrite, [&](uint8_t* dst) {
+    if (!in.run) {
+      std::memcpy(dst, in.bytes.data(), in.bytes.size());
+      return;
+    }
+    const RunPiece into{reinterpret_cast<uint64_t>(dst), in.run->bytes};
+    pull_error = pull_run(*in.run, std::span(&into, 1));
+  });
 }
 
 bool QpImpl::remote_access_ok_locked(uint32_t rkey, uint64_t va, uint64_t len,

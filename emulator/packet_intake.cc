@@ -2,9 +2,12 @@
 // demultiplexed by destination QPN, and handed to the QP, which gives
 // requests to its responder and responses to its completer. Due timers are
 // served in the same pass. One thread at a time (the intake lock).
+#include <cstring>
+
 #include "emulator/device_config.h"
 #include "emulator/engine.h"
 #include "emulator/qp_impl.h"
+#include "emulator/run_frame.h"
 
 namespace softverbs {
 
@@ -27,6 +30,21 @@ size_t Engine::progress_on_progress_thread(size_t budget) {
 }
 
 size_t Engine::progress_for_application(size_t budget) {
+  // Said around the whole poll, including an empty one: while it lasts,
+  // peers skip the doorbell (see ShmMailbox::begin_poll).
+  wire_->begin_application_poll();
+  size_t served = 0;
+  // A busy poller that finds nothing takes no lock; timers are looked at on
+  // every 16th such poll (a clock read each time would cost more than the
+  // rest of the poll).
+  const bool timers_due_check = (++application_polls_ & 15) == 0 &&
+                                timers_.next_deadline_ns() != UINT64_MAX;
+  if (wire_->may_have_input() || timers_due_check) served = serve_for_application(budget);
+  if (wire_->end_application_poll()) wire_->wake();  // a frame came that this poll did not take
+  return served;
+}
+
+size_t Engine::serve_for_application(size_t budget) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
     // Another application thread serves: go on. The progress thread, though,
@@ -35,17 +53,22 @@ size_t Engine::progress_for_application(size_t budget) {
     if (!intake_on_progress_thread_.load(std::memory_order_relaxed)) return 0;
     lock.lock();
   }
-  wire_->begin_application_poll();
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
-  const bool unseen = wire_->end_application_poll();
   run_due_timers();
-  lock.unlock();
-  if (unseen) wire_->wake();  // a frame came that this poll did not take
   return served;
 }
 
-void Engine::deliver(std::span<const uint8_t> frame) {
+void Engine::deliver(std::span<const uint8_t> shared_frame) {
   counters_.frames_received.fetch_add(1, std::memory_order_relaxed);
+  // The frame may sit in memory another process can still write (a mailbox
+  // slot): copy it first, so what is checked below is exactly what is used.
+  if (shared_frame.size() > intake_frame_.size()) {
+    counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::memcpy(intake_frame_.data(), shared_frame.data(), shared_frame.size());
+  const std::span<const uint8_t> frame(intake_frame_.data(), shared_frame.size());
+  if (is_run_frame(frame)) return deliver_run(frame);
   packet::DecodedPacket pkt;
   if (packet::DecodeError e = packet::decode_ib(frame, pkt); e != packet::DecodeError::kNone) {
     counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
@@ -66,6 +89,27 @@ void Engine::deliver(std::span<const uint8_t> frame) {
   }
   std::lock_guard qp_lock(qp->mutex);
   qp->receive(pkt);
+}
+
+void Engine::deliver_run(std::span<const uint8_t> frame) {
+  RunFrame run;
+  if (!decode_run(frame, run)) {
+    counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const DeviceDescription* device = find_device_by_lid(run.first.lrh.dlid);
+  if (!device && run.first.has_grh) device = find_device_by_gid(run.first.grh.dgid);
+  if (device && !port_up(device->index)) {
+    counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  QpImpl* qp = device ? find_qp(device->index, run.first.bth.dest_qp) : nullptr;
+  if (!qp) {
+    counters_.frames_dropped_no_qp.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::lock_guard qp_lock(qp->mutex);
+  qp->receive_run(run);
 }
 
 void Engine::run_due_timers() {

@@ -255,6 +255,15 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
   responder.receive(pkt, info);
 }
 
+void QpImpl::receive_run(const RunFrame& run) {
+  const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(run.first.bth.opcode));
+  if (info.transport != type || !can_receive()) return;
+  if (run.first.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
+  counters.packets_received += run.packets;
+  ++counters.runs_received;
+  responder.receive_run(run);
+}
+
 packet::Headers QpImpl::make_headers(packet::Opcode opcode, uint32_t psn) const {
   packet::Headers h;
   const DeviceDescription& self_dev = hca->description();
@@ -309,6 +318,16 @@ WcStatus QpImpl::transmit_gathered(const packet::Headers& h, const Sge* sges, ui
       ++counters.port_down_drops;  // a downed link carries nothing
   }
   return st;
+}
+
+void QpImpl::transmit_run(const RunFrame& run) {
+  if (!engine->port_up(device_index)) {
+    counters.port_down_drops += run.packets;
+    return;
+  }
+  counters.packets_sent += run.packets;
+  ++counters.runs_sent;
+  engine->transmit_run(WireAddress{peer_device_index, attr.dest_qp_num}, run);
 }
 
 // ---------------------------------------------------------------- Qp

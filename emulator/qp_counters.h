@@ -23,7 +23,10 @@ namespace softverbs {
   X(uc_messages_dropped, "UC messages dropped because a packet was lost")         \
   X(atomic_replays, "duplicate atomics answered from the saved result")          \
   X(port_down_drops, "packets not sent because the port was down")                \
-  X(forced_rnr_naks, "RNR NAKs sent because forced RNR was on")
+  X(forced_rnr_naks, "RNR NAKs sent because forced RNR was on")                  \
+  X(runs_sent, "runs of packets sent as one frame, payload left in place")      \
+  X(runs_received, "runs of packets received, payload pulled in one copy")      \
+  X(run_pull_failures, "runs whose payload could not be pulled (resent)")
 
 struct QpCounters {
 #define SOFTVERBS_DECLARE_COUNTER(name, help) uint64_t name = 0;

@@ -25,6 +25,7 @@
 #include "emulator/recv_queue.h"
 #include "emulator/requester.h"
 #include "emulator/responder.h"
+#include "emulator/run_frame.h"
 #include "emulator/send_queue.h"
 
 namespace softverbs {
@@ -84,12 +85,16 @@ struct QpImpl {
   // ---- packets in and out (qp.cc)
   // A frame for this QP, decoded by the engine's intake.
   void receive(const packet::DecodedPacket& pkt);
+  // A run of request packets (run_frame.h), checked by the engine's intake.
+  void receive_run(const RunFrame& run);
   packet::Headers make_headers(packet::Opcode opcode, uint32_t psn) const;
   void transmit(const packet::Headers& h, std::span<const uint8_t> payload);
   // Transmits a packet whose payload is gathered from this QP's send SGEs
   // straight into the frame. Returns kSuccess or the local error status.
   WcStatus transmit_gathered(const packet::Headers& h, const Sge* sges, uint32_t num_sge,
                              uint64_t offset, uint32_t length);
+  // Sends a run; its pieces were filled by describe().
+  void transmit_run(const RunFrame& run);
 
   // ---- memory access (memory_access.cc)
   // Copies between local SGEs and a flat buffer at `offset` into the SGE
@@ -98,6 +103,15 @@ struct QpImpl {
   WcStatus gather(const Sge* sges, uint32_t n, uint64_t offset, std::span<uint8_t> out) const;
   WcStatus scatter(const Sge* sges, uint32_t n, uint64_t offset,
                    std::span<const uint8_t> in) const;
+  // scatter() for a payload that may be a run to pull. A failed pull
+  // returns kSuccess with `pull_error` set (the run is resent; nothing is
+  // reported complete).
+  WcStatus scatter_payload(const Sge* sges, uint32_t n, uint64_t offset, const Payload& in,
+                           int& pull_error) const;
+  // Checks [offset, offset+length) of local SGEs as gather() would, and
+  // names the memory instead of copying it (a run's pieces).
+  WcStatus describe(const Sge* sges, uint32_t n, uint64_t offset, uint64_t length,
+                    RunFrame& run) const;
   // A remote access through an rkey: the MR exists, is in the QP's PD, grants
   // `access`, the QP allows it, and [va, va+len) lies inside it. Then runs
   // fn(address) with the MR table locked (shared), so the MR cannot be
@@ -116,6 +130,9 @@ struct QpImpl {
   bool remote_access_ok(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const {
     return access_remote(rkey, va, len, access, [](uint8_t*) {});
   }
+  // Places a payload at [va, va+size) through `rkey`: false when the access
+  // is refused; a failed pull sets `pull_error` instead.
+  bool place_remote(uint32_t rkey, uint64_t va, const Payload& in, int& pull_error) const;
 
  private:
   bool remote_access_ok_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const;

@@ -1,6 +1,8 @@
 // The requester's steps. See requester.h for the machine.
 #include "emulator/requester.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "emulator/qp_impl.h"
@@ -16,6 +18,9 @@ constexpr uint32_t kMaxPacketsInFlight = 256;
 // Within a long message, ask for an ACK this often so the window keeps
 // moving (the responder acknowledges only where AckReq is set).
 constexpr uint32_t kAckRequestInterval = kMaxPacketsInFlight / 4;
+// A SEND or WRITE with at least this much left goes as a run (one frame,
+// payload pulled by the receiver with one copy) where the wire allows.
+constexpr uint64_t kRunMinBytes = 16 * 1024;
 
 Opcode rc_send_opcode(const SendWqe& w, bool first, bool last) {
   const bool imm = w.opcode == WrOpcode::kSendWithImm;
@@ -70,6 +75,7 @@ void Requester::run() {
       case Step::kSendAtomic: step = send_atomic(); break;
       case Step::kSendReadRequest: step = send_read_request(); break;
       case Step::kSendSegment: step = send_segment(); break;
+      case Step::kSendRun: step = send_run(); break;
       case Step::kStop: break;
     }
   }
@@ -114,7 +120,7 @@ Requester::Step Requester::start_wqe() {
   if (packet::psn_diff(npsn_, psn_high_) < 0) ++qp_.counters.retransmitted_packets;
   if (w.is_atomic()) return Step::kSendAtomic;
   if (w.is_read()) return Step::kSendReadRequest;
-  return Step::kSendSegment;
+  return run_fits(w) ? Step::kSendRun : Step::kSendSegment;
 }
 
 Requester::Step Requester::send_atomic() {
@@ -152,15 +158,9 @@ Requester::Step Requester::send_read_request() {
   return Step::kNextWqe;
 }
 
-Requester::Step Requester::send_segment() {
-  // SEND / WRITE: one packet per path-MTU segment.
-  SendWqe& w = *wqe_;
-  const uint32_t m = qp_.mtu();
-  const bool first = send_offset_ == 0;
-  const uint64_t left = w.length - send_offset_;
-  const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(left, m));
-  const bool last = left <= m;
-  packet::Headers h = qp_.make_headers(message_opcode(qp_.type, w, first, last), npsn_);
+packet::Headers Requester::segment_headers(const SendWqe& w, uint32_t psn, bool first,
+                                           bool last) const {
+  packet::Headers h = qp_.make_headers(message_opcode(qp_.type, w, first, last), psn);
   if (first && !w.is_send()) {
     h.reth.va = w.remote_addr;
     h.reth.rkey = w.rkey;
@@ -169,12 +169,22 @@ Requester::Step Requester::send_segment() {
   if (last) {
     h.imm_data = w.imm_data;
     h.bth.solicited = (w.flags & kWrSolicited) != 0;
-    h.bth.ack_req = true;
-  } else if (packet::psn_diff(npsn_, w.first_psn) % kAckRequestInterval ==
-                 kAckRequestInterval - 1 ||
-             ack_request_next_) {
-    h.bth.ack_req = true;
   }
+  return h;
+}
+
+Requester::Step Requester::send_segment() {
+  // SEND / WRITE: one packet per path-MTU segment.
+  SendWqe& w = *wqe_;
+  const uint32_t m = qp_.mtu();
+  const bool first = send_offset_ == 0;
+  const uint64_t left = w.length - send_offset_;
+  const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(left, m));
+  const bool last = left <= m;
+  packet::Headers h = segment_headers(w, npsn_, first, last);
+  h.bth.ack_req = last || ack_request_next_ ||
+                  packet::psn_diff(npsn_, w.first_psn) % kAckRequestInterval ==
+                      kAckRequestInterval - 1;
   ack_request_next_ = false;
   if (qp_.type == QpType::kUc) h.bth.ack_req = false;  // UC is never acknowledged
 
@@ -184,21 +194,54 @@ Requester::Step Requester::send_segment() {
   } else if (WcStatus st = qp_.transmit_gathered(h, qp_.sq.sges_at(index), w.num_sge,
                                                  send_offset_, chunk);
              st != WcStatus::kSuccess) {
-    // IBTA 10.7.3.1: a local protection/length error completes the WR in
-    // error; an RC QP goes to ERR, a UC QP's send queue to SQE.
-    qp_.completer.complete(w, st);
-    if (qp_.type == QpType::kUc) {
-      qp_.enter_send_queue_error();
-      return Step::kStop;
-    }
-    qp_.enter_error();
-    qp_.raise(AsyncEventType::kQpFatal);
-    return Step::kStop;
+    return local_error(w, st);
   }
   advance_psn(packet::psn_add(npsn_, 1));
+  return segments_sent(w, chunk, last);
+}
+
+bool Requester::run_fits(const SendWqe& w) const {
+  if (w.inline_len || w.length - send_offset_ < kRunMinBytes) return false;
+  const uint32_t in_flight =
+      static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn()));
+  if (kMaxPacketsInFlight - in_flight < 2) return false;
+  return qp_.engine->runs_allowed(WireAddress{qp_.peer_device_index, qp_.attr.dest_qp_num});
+}
+
+Requester::Step Requester::send_run() {
+  SendWqe& w = *wqe_;
+  const uint64_t m = qp_.mtu();
+  const uint64_t left = w.length - send_offset_;
+  const uint32_t packets_left = static_cast<uint32_t>((left + m - 1) / m);
+  const uint32_t in_flight =
+      static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn()));
+  const uint32_t packets = std::min(packets_left, kMaxPacketsInFlight - in_flight);
+  const bool ends = packets == packets_left;
+  RunFrame run;
+  run.sender_pid = static_cast<uint32_t>(getpid());
+  run.packets = packets;
+  run.bytes = ends ? left : packets * m;
+  const bool first = send_offset_ == 0;
+  run.first = segment_headers(w, npsn_, first, ends && packets == 1);
+  run.last = packets == 1 ? run.first
+                          : segment_headers(w, packet::psn_add(npsn_, packets - 1), false, ends);
+  // The responder acknowledges the run's end, as it would its last packet.
+  run.last.bth.ack_req = qp_.type == QpType::kRc;
+  if (packets == 1) run.first = run.last;
+  ack_request_next_ = false;
+  if (WcStatus st = qp_.describe(qp_.sq.sges_at(qp_.sq.next), w.num_sge, send_offset_, run.bytes,
+                                 run);
+      st != WcStatus::kSuccess)
+    return local_error(w, st);
+  qp_.transmit_run(run);
+  advance_psn(packet::psn_add(npsn_, packets));
+  return segments_sent(w, run.bytes, ends);
+}
+
+Requester::Step Requester::segments_sent(SendWqe& w, uint64_t bytes, bool last) {
   if (qp_.type == QpType::kRc) qp_.completer.arm_retransmit_timer();
   if (!last) {
-    send_offset_ += chunk;
+    send_offset_ += bytes;
     return Step::kCheckLimits;
   }
   finish_wqe();
@@ -209,6 +252,19 @@ Requester::Step Requester::send_segment() {
     qp_.completer.retire_completed();
   }
   return Step::kNextWqe;
+}
+
+Requester::Step Requester::local_error(SendWqe& w, WcStatus status) {
+  // IBTA 10.7.3.1: a local protection/length error completes the WR in
+  // error; an RC QP goes to ERR, a UC QP's send queue to SQE.
+  qp_.completer.complete(w, status);
+  if (qp_.type == QpType::kUc) {
+    qp_.enter_send_queue_error();
+    return Step::kStop;
+  }
+  qp_.enter_error();
+  qp_.raise(AsyncEventType::kQpFatal);
+  return Step::kStop;
 }
 
 void Requester::finish_wqe() {

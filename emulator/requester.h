@@ -5,12 +5,13 @@
 //
 // Driven as a state machine, one function per step (requester.cc):
 //   NextWqe -> CheckLimits -> StartWqe -> SendAtomic | SendReadRequest |
-//   SendSegment -> (NextWqe | Stop)
+//   SendSegment | SendRun -> (NextWqe | CheckLimits | Stop)
 // Guarded by the QP's lock.
 #pragma once
 
 #include <cstdint>
 
+#include "emulator/packet/headers.h"
 #include "emulator/send_queue.h"
 
 namespace softverbs {
@@ -42,7 +43,7 @@ class Requester {
 
  private:
   enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendReadRequest,
-                    kSendSegment, kStop };
+                    kSendSegment, kSendRun, kStop };
 
   Step next_wqe();
   Step check_limits();
@@ -50,6 +51,14 @@ class Requester {
   Step send_atomic();
   Step send_read_request();
   Step send_segment();
+  // SEND/WRITE segments from send_offset_ on, as one run (run_frame.h).
+  Step send_run();
+  bool run_fits(const SendWqe& w) const;
+  packet::Headers segment_headers(const SendWqe& w, uint32_t psn, bool first, bool last) const;
+  // A segment (or a run) went out: the offset moves, the WQE may be done.
+  Step segments_sent(SendWqe& w, uint64_t bytes, bool last);
+  // A local protection or length error while reading the WQE's buffers.
+  Step local_error(SendWqe& w, WcStatus status);
   // The WQE's last packet went out: on to the next one.
   void finish_wqe();
   void advance_psn(uint32_t to);

@@ -2,6 +2,7 @@
 #include "emulator/responder.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "emulator/qp_impl.h"
@@ -35,7 +36,18 @@ bool Responder::is_uc() const { return qp_.type == QpType::kUc; }
 // ---- the machine
 
 void Responder::receive(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info) {
-  Request r{pkt, info, pkt.headers};
+  Request r{pkt.headers, info, pkt.headers, info, Payload{pkt.payload, nullptr}};
+  run(r);
+}
+
+void Responder::receive_run(const RunFrame& frame) {
+  Request r{frame.first, packet::opcode_info(static_cast<uint8_t>(frame.first.bth.opcode)),
+            frame.last, packet::opcode_info(static_cast<uint8_t>(frame.last.bth.opcode)),
+            Payload{{}, &frame}};
+  run(r);
+}
+
+void Responder::run(Request& r) {
   Step step = Step::kCheckPsn;
   while (step != Step::kDone) {
     switch (step) {
@@ -50,6 +62,7 @@ void Responder::receive(const packet::DecodedPacket& pkt, const packet::OpcodeIn
       case Step::kComplete: step = complete(r); break;
       case Step::kAcknowledge: step = acknowledge(r); break;
       case Step::kUcGap: step = uc_gap(r); break;
+      case Step::kPullFailed: step = pull_failed(r); break;
       case Step::kError: step = error(r); break;
       case Step::kDone: break;
     }
@@ -65,7 +78,7 @@ Responder::Step Responder::check_psn(Request& r) {
   comm_established_ = true;
   if (is_uc()) {
     const bool gap = r.h.bth.psn != epsn_;
-    epsn_ = packet::psn_add(r.h.bth.psn, 1);
+    epsn_ = packet::psn_add(r.end.bth.psn, 1);
     return gap ? Step::kUcGap : Step::kExecute;
   }
   const int32_t delta = packet::psn_diff(r.h.bth.psn, epsn_);
@@ -108,7 +121,7 @@ Responder::Step Responder::duplicate(Request& r) {
         send_read_response(h.bth.psn, h.reth.rkey, h.reth.va, h.reth.dma_len);
       return Step::kDone;
     default:
-      if (h.bth.ack_req || ends_message(r.info.position))
+      if (r.end.bth.ack_req || ends_message(r.end_info.position))
         send_ack(packet::psn_add(epsn_, packet::kPsnMask), aeth::ack());
       return Step::kDone;
   }
@@ -162,7 +175,7 @@ Responder::Step Responder::execute_send(Request& r) {
     return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   }
   const RecvWqe& wqe = qp_.rq.front();
-  if (recv_offset_ + r.pkt.payload.size() > wqe.length) {
+  if (recv_offset_ + r.payload.size() > wqe.length) {
     // The message does not fit the receive buffer: the receive completes
     // with a length error and the requester gets Invalid Request (a UC QP,
     // which cannot tell the requester, fails).
@@ -170,18 +183,20 @@ Responder::Step Responder::execute_send(Request& r) {
     return fail(r, aeth::kNakInvalidRequest,
                 is_uc() ? AsyncEventType::kQpFatal : AsyncEventType::kQpReqErr);
   }
-  const WcStatus st = qp_.scatter(qp_.rq.front_sges(), wqe.num_sge, recv_offset_, r.pkt.payload);
+  const WcStatus st = qp_.scatter_payload(qp_.rq.front_sges(), wqe.num_sge, recv_offset_,
+                                          r.payload, r.pull_error);
   if (st != WcStatus::kSuccess) {
     fail_receive(st);
     return fail(r, aeth::kNakRemoteOperationalError, AsyncEventType::kQpFatal);
   }
-  recv_offset_ += r.pkt.payload.size();
+  if (r.pull_error) return Step::kPullFailed;
+  recv_offset_ += r.payload.size();
   return Step::kComplete;
 }
 
 Responder::Step Responder::execute_write(Request& r) {
   const packet::Headers& h = r.h;
-  const bool has_imm = r.info.headers & packet::kHdrImmDt;
+  const bool has_imm = r.end_info.headers & packet::kHdrImmDt;
   if (has_imm && qp_.rq.empty()) {
     if (is_uc()) {
       drop_uc_message();
@@ -204,19 +219,16 @@ Responder::Step Responder::execute_write(Request& r) {
   } else if (!write_in_progress_) {
     return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   }
-  const std::span<const uint8_t> payload = r.pkt.payload;
-  if (payload.size() > write_remaining_)
-    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  const uint64_t size = r.payload.size();
+  if (size > write_remaining_) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   // Checked again for every packet: the MR may have been deregistered
   // since the first one.
-  const bool placed = qp_.access_remote(write_rkey_, write_va_, payload.size(),
-                                        kAccessRemoteWrite, [&](uint8_t* dst) {
-                                          std::memcpy(dst, payload.data(), payload.size());
-                                        });
-  if (!placed) return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
-  write_va_ += payload.size();
-  write_remaining_ -= payload.size();
-  if (ends_message(r.info.position)) {
+  if (!qp_.place_remote(write_rkey_, write_va_, r.payload, r.pull_error))
+    return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  if (r.pull_error) return Step::kPullFailed;
+  write_va_ += size;
+  write_remaining_ -= size;
+  if (ends_message(r.end_info.position)) {
     write_in_progress_ = false;
     if (write_remaining_ != 0) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   }
@@ -265,19 +277,41 @@ Responder::Step Responder::execute_atomic(Request& r) {
 }
 
 Responder::Step Responder::complete(Request& r) {
-  if (!is_uc()) epsn_ = packet::psn_add(r.h.bth.psn, 1);
-  if (!ends_message(r.info.position)) return is_uc() ? Step::kDone : Step::kAcknowledge;
+  if (!is_uc()) epsn_ = packet::psn_add(r.end.bth.psn, 1);
+  if (!ends_message(r.end_info.position)) return is_uc() ? Step::kDone : Step::kAcknowledge;
   ++msn_;
   const bool is_send = r.info.operation == Operation::kSend;
-  const bool has_imm = r.info.headers & packet::kHdrImmDt;
+  const bool has_imm = r.end_info.headers & packet::kHdrImmDt;
   recv_in_progress_ = write_in_progress_ = false;
-  if (is_send || has_imm) complete_receive(r.h, is_send, has_imm);
+  if (is_send || has_imm) complete_receive(r.end, is_send, has_imm);
   return is_uc() ? Step::kDone : Step::kAcknowledge;
 }
 
 Responder::Step Responder::acknowledge(Request& r) {
   // Inside a message only where the requester asked; always at its end.
-  if (ends_message(r.info.position) || r.h.bth.ack_req) send_ack(r.h.bth.psn, aeth::ack());
+  if (ends_message(r.end_info.position) || r.end.bth.ack_req)
+    send_ack(r.end.bth.psn, aeth::ack());
+  return Step::kDone;
+}
+
+Responder::Step Responder::pull_failed(Request& r) {
+  // The run's payload could not be pulled from the sender. Nothing of it
+  // counts: the message restarts where it stood, and the requester is asked
+  // to send again from the expected PSN (as after a gap). Where the kernel
+  // refuses cross-memory attach, peers are told to send packets instead.
+  ++qp_.counters.run_pull_failures;
+  if (r.pull_error == EPERM || r.pull_error == ENOSYS || r.pull_error == EACCES)
+    qp_.engine->refuse_runs();
+  if (starts_message(r.info.position)) recv_in_progress_ = write_in_progress_ = false;
+  if (is_uc()) {
+    drop_uc_message();
+    return Step::kDone;
+  }
+  if (!nak_sent_) {
+    nak_sent_ = true;
+    ++qp_.counters.sequence_naks_sent;
+    send_ack(epsn_, aeth::nak(aeth::kNakPsnSequenceError));
+  }
   return Step::kDone;
 }
 

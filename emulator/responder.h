@@ -17,6 +17,7 @@
 #include "emulator/aeth.h"
 #include "emulator/packet/codec.h"
 #include "emulator/packet/headers.h"
+#include "emulator/run_frame.h"
 #include "emulator/types.h"
 
 namespace softverbs {
@@ -28,6 +29,9 @@ class Responder {
   explicit Responder(QpImpl& qp) : qp_(qp) {}
 
   void receive(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info);
+  // A run of SEND or WRITE packets (run_frame.h): the same steps, taken once
+  // for the whole run, with the payload pulled from the sender.
+  void receive_run(const RunFrame& run);
   // INIT -> RTR: the first PSN expected, and how many atomic results to keep.
   void start(uint32_t rq_psn, uint32_t max_dest_rd_atomic);
   void reset();
@@ -41,14 +45,22 @@ class Responder {
  private:
   enum class Step { kCheckPsn, kOutOfSequence, kDuplicate, kExecute, kExecuteSend,
                     kExecuteWrite, kExecuteRead, kExecuteAtomic, kComplete, kAcknowledge,
-                    kUcGap, kError, kDone };
+                    kUcGap, kPullFailed, kError, kDone };
+  // One packet, or a run of them: `h`/`info` are the first packet's (PSN,
+  // RETH, AtomicETH), `end`/`end_info` the last one's (ImmDt, solicited,
+  // AckReq, whether the message ends); the same for a single packet.
   struct Request {
-    const packet::DecodedPacket& pkt;
-    const packet::OpcodeInfo& info;
     const packet::Headers& h;
+    const packet::OpcodeInfo& info;
+    const packet::Headers& end;
+    const packet::OpcodeInfo& end_info;
+    Payload payload;
     aeth::NakCode nak = aeth::kNakInvalidRequest;
     AsyncEventType event = AsyncEventType::kQpReqErr;
+    int pull_error = 0;
   };
+
+  void run(Request& r);
 
   Step check_psn(Request& r);
   Step out_of_sequence(Request& r);
@@ -61,6 +73,7 @@ class Responder {
   Step complete(Request& r);
   Step acknowledge(Request& r);
   Step uc_gap(Request& r);
+  Step pull_failed(Request& r);
   Step error(Request& r);
   Step fail(Request& r, aeth::NakCode nak, AsyncEventType event);
 

@@ -1,6 +1,7 @@
 // The RC transport on an in-memory wire and a manual clock: every packet is
 // visible, any chosen one can be dropped, and timers run in no real time.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cerrno>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include "emulator/engine.h"
 #include "emulator/hca.h"
 #include "emulator/qp_impl.h"
+#include "emulator/run_frame.h"
 #include "emulator/fault/fault_injector.h"
 #include "emulator/wire/loopback_wire.h"
 
@@ -71,6 +73,15 @@ class Transport : public ::testing::Test {
 
   // Records each frame's opcode and PSN; drops those `drop_` says to.
   bool observe(std::span<const uint8_t> frame) {
+    if (is_run_frame(frame)) {
+      RunFrame run;
+      EXPECT_TRUE(decode_run(frame, run));
+      ++runs_seen_;
+      packet::DecodedPacket pkt;
+      pkt.headers = run.first;
+      sent_.push_back({run.first.bth.opcode, run.first.bth.psn, 0});
+      return !(drop_ && drop_(sent_.size(), pkt));
+    }
     packet::DecodedPacket pkt;
     const packet::DecodeError e = packet::decode_ib(frame, pkt);
     if (injector_ && e != packet::DecodeError::kNone) return true;  // corrupted on purpose
@@ -174,6 +185,7 @@ class Transport : public ::testing::Test {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Hca> hca_;
   std::vector<Sent> sent_;
+  size_t runs_seen_ = 0;
   std::function<bool(size_t index, const packet::DecodedPacket&)> drop_;
 };
 
@@ -271,6 +283,97 @@ TEST_F(Transport, MessageLongerThanTheWindowCompletes) {
   EXPECT_EQ(c.status, WcStatus::kSuccess);
   EXPECT_TRUE(a.buffer == b.buffer);
   EXPECT_EQ(count_opcode(Opcode::kRcWriteMiddle), bytes / 256 - 2);
+}
+
+// Where the wire allows, a long SEND or WRITE travels as runs: one frame per
+// window of packets, the payload pulled by the receiver in one copy. The
+// PSNs, the ACKs and the data are those of the packets it stands for.
+TEST_F(Transport, LongMessagesTravelAsRunsAndArriveIntact) {
+  wire_->allow_runs(true);
+  const size_t bytes = 300 * 1024;
+  Endpoint a = make_endpoint(2 * bytes), b = make_endpoint(2 * bytes);
+  connect(a, b, 0xfffff0, 7, Mtu::k1024);  // PSNs wrap inside the first run
+  fill(a.buffer, 13);
+  Sge r{reinterpret_cast<uint64_t>(b.buffer.data()), static_cast<uint32_t>(bytes), b.mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({1, {&r, 1}}), 0);
+  // The SEND gathers from two SGEs; the WRITE lands in b's upper half.
+  Sge s[2] = {{reinterpret_cast<uint64_t>(a.buffer.data()), 1000, a.mr->lkey()},
+              {reinterpret_cast<uint64_t>(a.buffer.data()) + 1000,
+               static_cast<uint32_t>(bytes - 1000), a.mr->lkey()}};
+  SendRequest send;
+  send.wr_id = 2;
+  send.opcode = WrOpcode::kSendWithImm;
+  send.imm_data = 0xabcd;
+  send.flags = kWrSignaled;
+  send.sges = {s, 2};
+  ASSERT_EQ(a.qp->post_send(send), 0);
+  Sge w{reinterpret_cast<uint64_t>(a.buffer.data()) + bytes, static_cast<uint32_t>(bytes),
+        a.mr->lkey()};
+  SendRequest write;
+  write.wr_id = 3;
+  write.opcode = WrOpcode::kRdmaWrite;
+  write.flags = kWrSignaled;
+  write.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data()) + bytes;
+  write.rkey = b.mr->rkey();
+  write.sges = {&w, 1};
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.byte_len, bytes);
+  EXPECT_EQ(c.imm_data, 0xabcdu);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 2u);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 3u);
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_TRUE(a.buffer == b.buffer);
+  const QpCounters sent = a.qp->counters(), received = b.qp->counters();
+  // 300 packets per message at 1 KiB, at most 256 in flight: a few runs
+  // stand for the 600 packets; only where the window had room for one
+  // packet did one go as a frame of its own.
+  EXPECT_GE(sent.runs_sent, 4u);
+  EXPECT_EQ(received.runs_received, sent.runs_sent);
+  EXPECT_EQ(runs_seen_, sent.runs_sent);
+  EXPECT_EQ(sent.packets_sent, 600u);
+  const size_t request_frames = sent_.size() - count_opcode(Opcode::kRcAcknowledge);
+  EXPECT_LE(request_frames, sent.runs_sent + 8);
+}
+
+// A run whose payload cannot be pulled (here the sender's buffer is gone)
+// places nothing and reports nothing: the responder asks for it again, and
+// the requester, retrying, ends with a retry error, never a success.
+TEST_F(Transport, RunThatCannotBePulledIsNeverReportedDone) {
+  wire_->allow_runs(true);
+  const size_t bytes = 64 * 1024;
+  Endpoint a = make_endpoint(bytes), b = make_endpoint(bytes);
+  connect(a, b, 0, 0, Mtu::k4096, /*timeout=*/14, /*retry=*/2);
+  void* gone = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  Errno err;
+  auto mr = hca_->register_mr(*a.pd, reinterpret_cast<uint64_t>(gone), bytes,
+                              kAccessLocalWrite, err);
+  ASSERT_TRUE(mr);
+  munmap(gone, bytes);
+  Sge s{reinterpret_cast<uint64_t>(gone), static_cast<uint32_t>(bytes), mr->lkey()};
+  SendRequest write;
+  write.opcode = WrOpcode::kRdmaWrite;
+  write.flags = kWrSignaled;
+  write.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data());
+  write.rkey = b.mr->rkey();
+  write.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  Completion c;
+  bool got = false;
+  for (int i = 0; i < 10 && !got; ++i) {
+    run_until_idle();
+    got = a.send_cq->poll(std::span<Completion>(&c, 1)) == 1;
+    if (!got) advance(4096ull << 14);  // the local ACK timeout
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(c.status, WcStatus::kRetryExcErr);
+  EXPECT_GE(b.qp->counters().run_pull_failures, 3u);
+  EXPECT_EQ(b.qp->counters().sequence_naks_sent, b.qp->counters().run_pull_failures);
 }
 
 // IBTA 9.7.6.1.3: a lost packet is resent when the local ACK timer expires

@@ -2,9 +2,10 @@
 # Configures and builds softverbs with CMake and Ninja (through ccache when
 # it is installed).
 #
-# Usage: scripts/build.sh [--sanitize] [BUILD_DIR]
-#   BUILD_DIR   default build/, or build-asan/ with --sanitize
+# Usage: scripts/build.sh [--sanitize | --tsan] [BUILD_DIR]
+#   BUILD_DIR   default build/, build-asan/ with --sanitize, build-tsan/ with --tsan
 #   --sanitize  AddressSanitizer + UndefinedBehaviorSanitizer, no benchmarks
+#   --tsan      ThreadSanitizer, no benchmarks
 #   SOFTVERBS_JOBS  parallel compile jobs (default: number of cores)
 set -euo pipefail
 
@@ -14,8 +15,9 @@ build_dir=
 for arg in "$@"; do
   case $arg in
     --sanitize) sanitize=yes ;;
+    --tsan) sanitize=thread ;;
     -h|--help)
-      sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0 ;;
     -*) echo "build: unknown option $arg (try --help)" >&2; exit 2 ;;
     *)
@@ -27,10 +29,13 @@ done
 options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 if [[ $sanitize == yes ]]; then
   build_dir=${build_dir:-$root/build-asan}
-  options+=(-DSOFTVERBS_SANITIZE=ON -DSOFTVERBS_BUILD_BENCH=OFF)
+  options+=(-DSOFTVERBS_SANITIZE=ON -DSOFTVERBS_TSAN=OFF -DSOFTVERBS_BUILD_BENCH=OFF)
+elif [[ $sanitize == thread ]]; then
+  build_dir=${build_dir:-$root/build-tsan}
+  options+=(-DSOFTVERBS_SANITIZE=OFF -DSOFTVERBS_TSAN=ON -DSOFTVERBS_BUILD_BENCH=OFF)
 else
   build_dir=${build_dir:-$root/build}
-  options+=(-DSOFTVERBS_SANITIZE=OFF)
+  options+=(-DSOFTVERBS_SANITIZE=OFF -DSOFTVERBS_TSAN=OFF)
 fi
 
 for tool in cmake ninja c++; do

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test softverbs has, as CI does: installs what is missing, builds
 # the normal tree (build/) and runs its ctest suite, builds the
-# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/) and runs
-# the same suite there, then fuzzes the packet parser for a bounded time.
+# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/) and the
+# ThreadSanitizer tree (build-tsan/) and runs the same suite in each, then
+# fuzzes the packet parser for a bounded time.
 # Exits non-zero if any step fails; every step runs even after a failure.
 #
 # Usage: scripts/test.sh
 #   SOFTVERBS_FUZZ_SECONDS  fuzzing time (default 60; 0 skips fuzzing)
-#   SOFTVERBS_SKIP_SANITIZE=1  skip the sanitizer build and its tests
+#   SOFTVERBS_SKIP_SANITIZE=1  skip the ASan+UBSan build and its tests
+#   SOFTVERBS_SKIP_TSAN=1      skip the ThreadSanitizer build and its tests
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -51,6 +53,15 @@ fi
 if [[ ${SOFTVERBS_SKIP_SANITIZE:-0} != 1 ]]; then
   if step "build with ASan+UBSan (build-asan/)" bash scripts/build.sh --sanitize "$root/build-asan"; then
     step "ctest with ASan+UBSan (build-asan/)" run_ctest "$root/build-asan"
+  fi
+fi
+
+if [[ ${SOFTVERBS_SKIP_TSAN:-0} != 1 ]]; then
+  if step "build with TSan (build-tsan/)" bash scripts/build.sh --tsan "$root/build-tsan"; then
+    # The tests fork processes after the engine's threads started; TSan
+    # allows that with die_after_fork=0.
+    TSAN_OPTIONS="die_after_fork=0 ${TSAN_OPTIONS:-}" \
+      step "ctest with TSan (build-tsan/)" run_ctest "$root/build-tsan"
   fi
 fi
 

@@ -102,6 +102,7 @@ std::string fault_command(Engine& engine, std::string_view args) {
   if (verb == "show") return fault::to_string(f->plan()) + "\n";
   if (verb == "clear") {
     f->set_plan(fault::Plan{});
+    engine.fault_plan_changed();
     return "ok: no faults\n";
   }
   if (verb == "set") {
@@ -109,6 +110,7 @@ std::string fault_command(Engine& engine, std::string_view args) {
     std::string error;
     if (!fault::parse_plan(rest, plan, error)) return "error: " + error + "\n";
     f->set_plan(plan);
+    engine.fault_plan_changed();
     return "ok: " + fault::to_string(plan) + "\n";
   }
   return "error: unknown fault request '" + std::string(verb) + "' (use show, clear or set SPEC)\n";

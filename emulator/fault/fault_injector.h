@@ -83,6 +83,17 @@ class FaultInjector final : public Wire {
   void wake() override { inner_->wake(); }
   void begin_application_poll() override { inner_->begin_application_poll(); }
   bool end_application_poll() override { return inner_->end_application_poll(); }
+  bool accepts_runs(const WireAddress& dst) override { return inner_->accepts_runs(dst); }
+  void set_accepting_runs(bool accepting) override { inner_->set_accepting_runs(accepting); }
+  // True while the plan has any rule: then every packet must be a frame of
+  // its own, for the rules to see.
+  bool has_rules() const {
+    return has_tx_rules_.load(std::memory_order_relaxed) ||
+           has_rx_rules_.load(std::memory_order_relaxed);
+  }
+  bool may_have_input() const override {
+    return held_frames_.load(std::memory_order_relaxed) != 0 || inner_->may_have_input();
+  }
   // True while frames are held here or by the inner wire.
   bool has_deferred() const override;
   WireCounters counters() const override { return inner_->counters(); }

@@ -26,11 +26,18 @@ class LoopbackWire final : public Wire {
   bool has_deferred() const override { return false; }
   WireCounters counters() const override { return counters_; }
   size_t queued() const { return frames_.size(); }
+  // Frames stay in this process, so runs can be pulled from it; a test that
+  // wants them says allow_runs() (the engine then decides as on any wire).
+  void allow_runs(bool allow) { runs_allowed_ = allow; }
+  bool accepts_runs(const WireAddress&) override { return runs_allowed_ && accepting_runs_; }
+  void set_accepting_runs(bool accepting) override { accepting_runs_ = accepting; }
 
  private:
   Filter filter_;
   std::deque<std::vector<uint8_t>> frames_;
   WireCounters counters_;
+  bool runs_allowed_ = false;
+  bool accepting_runs_ = false;
 };
 
 }  // namespace softverbs

@@ -13,7 +13,7 @@ namespace softverbs {
 namespace {
 
 constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
-constexpr uint32_t kMailboxVersion = 2;
+constexpr uint32_t kMailboxVersion = 3;
 constexpr uint64_t kSlotMask = kMailboxSlotCount - 1;
 // MailboxHeader::pollers: how many application threads poll, and a mark
 // that a producer skipped the doorbell because of them.
@@ -177,6 +177,7 @@ void ShmMailbox::ring_doorbell() {
   // A poller of the owning process serves the frame; the last poller to
   // leave learns from the mark that a doorbell was skipped (end_poll()).
   std::atomic<uint32_t>& pollers = header().pollers;
+  if (header().consumer_sleeping.load(std::memory_order_seq_cst) == 0) return;
   if ((pollers.load(std::memory_order_seq_cst) & kPollerCountMask) != 0 &&
       (pollers.fetch_or(kDoorbellSkipped, std::memory_order_seq_cst) & kPollerCountMask) != 0)
     return;
@@ -226,8 +227,10 @@ bool ShmMailbox::peek(std::span<const uint8_t>& frame) {
     // Looking for a stalled producer reads the producers' claim counter,
     // whose cache line they write on every push: do it seldom while busy
     // polling, and whenever wait() saw a claimed slot.
-    if ((++empty_peeks_ % kEmptyPeeksPerStallCheck) != 0 && !stall_check_due_) return false;
-    stall_check_due_ = false;
+    if ((++empty_peeks_ % kEmptyPeeksPerStallCheck) != 0 &&
+        !stall_check_due_.load(std::memory_order_relaxed))
+      return false;
+    stall_check_due_.store(false, std::memory_order_relaxed);
     if (!skip_if_stalled()) return false;
   }
 }
@@ -283,7 +286,7 @@ void ShmMailbox::wait(uint64_t timeout_ns) {
   // A claimed slot will be published with a doorbell, unless its producer
   // died: then wake up in time to give it up.
   if (header().enqueue_position.load() != dequeue_position_.load(std::memory_order_relaxed)) {
-    stall_check_due_ = true;
+    stall_check_due_.store(true, std::memory_order_relaxed);
     if (timeout_ns > stall_limit_ns_) timeout_ns = stall_limit_ns_;
   }
   futex_wait_shared(sleeping, 1, timeout_ns);

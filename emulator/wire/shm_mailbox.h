@@ -69,8 +69,12 @@ struct MailboxHeader {
   alignas(64) std::atomic<uint64_t> enqueue_position;  // producers' claim counter
   alignas(64) std::atomic<uint32_t> consumer_sleeping;  // the futex word
   std::atomic<uint32_t> wake_requested;                // wake() before wait()
-  std::atomic<uint32_t> pollers;  // application threads polling now, and a skipped-doorbell mark
   std::atomic<uint64_t> abandoned_slots;               // given up, see peek()
+  // Application threads polling now, and a skipped-doorbell mark. On a line
+  // of its own: the owner writes it twice a poll, producers read it only
+  // when the consumer sleeps.
+  alignas(64) std::atomic<uint32_t> pollers;
+  std::atomic<uint32_t> accepting_runs;  // the owner pulls runs' payloads (see run_frame.h)
 };
 
 class ShmMailbox {
@@ -133,6 +137,18 @@ class ShmMailbox {
   // Makes the current or the next wait() return.
   void wake();
 
+  // Whether the owner takes runs (frames naming payload in the sender's
+  // memory). Set by the owner, read by producers.
+  void set_accepting_runs(bool accepting) {
+    header().accepting_runs.store(accepting ? 1 : 0, std::memory_order_relaxed);
+  }
+  bool accepting_runs() const {
+    return header().accepting_runs.load(std::memory_order_relaxed) != 0;
+  }
+
+  // A frame is ready to be peeked (the consumer's view; any thread).
+  bool has_frame() const { return has_ready_frame(std::memory_order_acquire); }
+
   // True while the consumer has announced it is going to sleep.
   bool consumer_asleep() const;
   uint64_t abandoned_slots() const;
@@ -164,7 +180,8 @@ class ShmMailbox {
   uint64_t stalled_position_ = UINT64_MAX;
   uint64_t stalled_since_ns_ = 0;
   uint64_t empty_peeks_ = 0;
-  bool stall_check_due_ = false;
+  // Set by wait() on the waiting thread, read by peek() on the consumer.
+  std::atomic<bool> stall_check_due_{false};
 };
 
 }  // namespace softverbs

@@ -210,6 +210,19 @@ void ShmWire::begin_application_poll() { inbox_->begin_poll(); }
 
 bool ShmWire::end_application_poll() { return inbox_->end_poll(); }
 
+bool ShmWire::accepts_runs(const WireAddress& dst) {
+  ProcessRef owner;
+  if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return false;
+  std::lock_guard lock(send_mutex_);
+  Peer* peer = peer_for_locked(owner);
+  // A run behind held frames is held too, in order like any frame.
+  return peer != nullptr && peer->mailbox->accepting_runs();
+}
+
+void ShmWire::set_accepting_runs(bool accepting) { inbox_->set_accepting_runs(accepting); }
+
+bool ShmWire::may_have_input() const { return has_deferred() || inbox_->has_frame(); }
+
 bool ShmWire::has_deferred() const {
   return deferred_frames_.load(std::memory_order_relaxed) != 0;
 }

@@ -56,6 +56,9 @@ class ShmWire final : public Wire {
   void begin_application_poll() override;
   bool end_application_poll() override;
   bool has_deferred() const override;
+  bool may_have_input() const override;
+  bool accepts_runs(const WireAddress& dst) override;
+  void set_accepting_runs(bool accepting) override;
   WireCounters counters() const override;
 
   static constexpr uint64_t kDeferredRetryNs = 100'000;

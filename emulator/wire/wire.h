@@ -49,6 +49,17 @@ class Wire {
   virtual void begin_application_poll() {}
   virtual bool end_application_poll() { return false; }
 
+  // False only when poll() would surely find nothing to deliver or push on
+  // (lets a busy poller skip its locks). Any thread.
+  virtual bool may_have_input() const { return true; }
+
+  // Runs (emulator/run_frame.h) name payload in the sender's memory, so only
+  // a wire between processes of one host carries them, and only to a
+  // process that accepts them. set_accepting_runs() says so for this
+  // process.
+  virtual bool accepts_runs(const WireAddress& dst) { return false; }
+  virtual void set_accepting_runs(bool accepting) {}
+
   // True while frames are held back waiting for room at their destination.
   virtual bool has_deferred() const = 0;
 

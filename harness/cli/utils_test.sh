@@ -6,10 +6,17 @@
 #
 # Usage: utils_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]
 #   UTILS_TEST_TIMEOUT (seconds, default 120) bounds each program.
+#   UTILS_TEST_SKIP (a regex) leaves out the cases it matches.
 set -uo pipefail
 
 cli=${1:?usage: utils_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]}
 filter=${2:-.}
+skip=${UTILS_TEST_SKIP:-}
+
+# wanted NAME: the case is selected by the filter and not skipped.
+wanted() {
+  [[ $1 =~ $filter ]] && ! [[ -n $skip && $1 =~ $skip ]]
+}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../scripts/lib/client-server.sh"
 
@@ -43,7 +50,7 @@ record() {
 single() {
   local name=$1 checks=$2
   shift 2
-  [[ $name =~ $filter ]] || return 0
+  wanted "$name" || return 0
   local log="$PAIR_LOG_DIR/$name.log" status ok=yes
   timeout --kill-after=5 "$limit" "$cli" run -- "$@" >"$log" 2>&1 </dev/null
   status=$?
@@ -69,7 +76,7 @@ single() {
 pingpong() {
   local name=$1
   shift
-  [[ $name =~ $filter ]] || return 0
+  wanted "$name" || return 0
   # shellcheck disable=SC2034  # read by run_client_server
   SERVER_CMD=("$cli" run -- ibv_rc_pingpong -d softverbs0 -p @PORT@ "$@")
   # shellcheck disable=SC2034
@@ -132,7 +139,7 @@ pingpong rc_pingpong_large_events -e -c -s 1048576 -n 20
 # completes, and `softverbs stats` shows the retransmissions while it runs.
 lossy_pingpong() {
   local name=rc_pingpong_1pct_drop_stats
-  [[ $name =~ $filter ]] || return 0
+  wanted "$name" || return 0
   local port log_server="$PAIR_LOG_DIR/$name.server.log" log_client="$PAIR_LOG_DIR/$name.client.log"
   local stats_log="$PAIR_LOG_DIR/$name.stats.log" ok=yes
   port=$(free_tcp_port) || { record "$name" no; return; }
