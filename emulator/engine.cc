@@ -228,7 +228,7 @@ void Engine::fault_plan_changed() {
 
 void Engine::schedule_timer(TimerQueue::Key key, uint64_t deadline_ns) {
   if (!timers_.schedule(key, deadline_ns)) return;
-  const uint64_t sleeping_until = progress_sleeps_until_ns_.load(std::memory_order_relaxed);
+  const uint64_t sleeping_until = progress_sleeps_until_ns_.load(std::memory_order_seq_cst);
   if (sleeping_until && deadline_ns < sleeping_until) wire_->wake();
 }
 

@@ -24,9 +24,10 @@
 namespace softverbs {
 namespace {
 
-// The longest the progress thread sleeps with nothing to do: bounds how late
-// it notices a timer armed by another thread.
-constexpr uint64_t kIdleSleepNs = 50'000'000;
+// The longest the progress thread sleeps with nothing to do. A timer armed
+// by another thread wakes it (Engine::schedule_timer), so this only bounds
+// the wake-ups of an idle process.
+constexpr uint64_t kIdleSleepNs = 1'000'000'000;
 // While frames wait for room at a peer.
 constexpr uint64_t kDeferredRetryNs = 20'000;
 constexpr int kProgressThreadNice = -10;
@@ -44,6 +45,12 @@ uint64_t spin_after_activity_ns() {
   cpu_set_t cpus;
   const bool known = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
   return known && CPU_COUNT(&cpus) >= 4 ? 50'000 : 0;
+}
+
+// How long to sleep for a timer deadline, at most kIdleSleepNs.
+uint64_t sleep_ns_until(uint64_t deadline_ns, uint64_t now_ns) {
+  if (deadline_ns == UINT64_MAX) return kIdleSleepNs;
+  return deadline_ns > now_ns ? std::min(kIdleSleepNs, deadline_ns - now_ns) : 0;
 }
 
 void nap(long ns) {
@@ -87,12 +94,13 @@ void Engine::progress_thread_main() {
       wire_->wait(kDeferredRetryNs);  // frames wait for room at a peer
       continue;
     }
-    const uint64_t deadline = timers_.next_deadline_ns();
-    uint64_t sleep = kIdleSleepNs;
-    if (deadline != UINT64_MAX) sleep = deadline > now ? std::min(sleep, deadline - now) : 0;
+    uint64_t sleep = sleep_ns_until(timers_.next_deadline_ns(), now);
     if (sleep == 0) continue;
-    progress_sleeps_until_ns_.store(now + sleep, std::memory_order_relaxed);
-    wire_->wait(sleep);
+    progress_sleeps_until_ns_.store(now + sleep, std::memory_order_seq_cst);
+    // A timer armed since the look above saw no sleeper to wake: look again
+    // now that the sleep is published (see Engine::schedule_timer).
+    sleep = std::min(sleep, sleep_ns_until(timers_.next_deadline_ns(), now));
+    if (sleep != 0) wire_->wait(sleep);
     progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
   }
 }

@@ -154,7 +154,7 @@ Errno QpImpl::post_send(const SendRequest& wr) {
   } else if (wr.sges.size() > cap.max_send_sge) {
     return EINVAL;
   }
-  if (sq.full()) return ENOMEM;
+  if (sq.full() || !sq.allocate()) return ENOMEM;
   uint64_t length = 0;
   if (is_inline) {
     length = wr.inline_data.size();
@@ -197,7 +197,7 @@ Errno QpImpl::post_send(const SendRequest& wr) {
 Errno QpImpl::post_recv(const RecvRequest& wr) {
   if (attr.state == QpState::kReset) return EINVAL;
   if (wr.sges.size() > cap.max_recv_sge) return EINVAL;
-  if (rq.full()) return ENOMEM;
+  if (rq.full() || !rq.allocate()) return ENOMEM;
   RecvWqe& r = rq.at(rq.tail);
   r.wr_id = wr.wr_id;
   r.num_sge = static_cast<uint32_t>(wr.sges.size());

@@ -1,8 +1,10 @@
 // A QP's receive queue: a ring of max_recv_wr WQEs with their SGE lists in
-// a pool beside it. Indices only grow. Guarded by the QP's lock.
+// a pool beside it. Indices only grow. The memory is taken at the first
+// post. Guarded by the QP's lock.
 #pragma once
 
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "emulator/types.h"
@@ -18,11 +20,22 @@ struct RecvWqe {
 class RecvQueue {
  public:
   void resize(const QpCapabilities& cap) {
+    capacity_ = cap.max_recv_wr;
     max_sge_ = cap.max_recv_sge;
-    wqes_.assign(cap.max_recv_wr, RecvWqe{});
-    sges_.assign(size_t(cap.max_recv_wr) * max_sge_, Sge{});
   }
-  bool full() const { return tail - head >= wqes_.size(); }
+  // Takes the ring's memory if not done yet. false when there is none.
+  bool allocate() {
+    if (!wqes_.empty()) return true;
+    try {
+      wqes_.assign(capacity_, RecvWqe{});
+      sges_.assign(size_t(capacity_) * max_sge_, Sge{});
+    } catch (const std::bad_alloc&) {
+      wqes_.clear();
+      return false;
+    }
+    return true;
+  }
+  bool full() const { return tail - head >= capacity_; }
   bool empty() const { return head == tail; }
   uint64_t posted() const { return tail - head; }
 
@@ -37,6 +50,7 @@ class RecvQueue {
  private:
   std::vector<RecvWqe> wqes_;
   std::vector<Sge> sges_;
+  uint32_t capacity_ = 0;
   uint32_t max_sge_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // A QP's send queue: a ring of max_send_wr WQEs, with their SGE lists and
 // inline bytes in pools beside it (no allocation per post). Indices only
-// grow; a WQE lives at index % capacity. Guarded by the QP's lock.
+// grow; a WQE lives at index % capacity. The ring's memory is taken at the
+// first post, so a QP that never sends costs none (65,536 idle QPs fit in
+// little memory). Guarded by the QP's lock.
 //
 //   head <= next <= tail
 //   [head, next)  handed to the wire, waiting for acknowledgement or responses
@@ -8,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "emulator/types.h"
@@ -48,14 +51,25 @@ struct SendWqe {
 class SendQueue {
  public:
   void resize(const QpCapabilities& cap) {
+    capacity_ = cap.max_send_wr;
     max_sge_ = cap.max_send_sge;
     max_inline_ = cap.max_inline_data;
-    wqes_.assign(cap.max_send_wr, SendWqe{});
-    sges_.assign(size_t(cap.max_send_wr) * max_sge_, Sge{});
-    inline_.assign(size_t(cap.max_send_wr) * max_inline_, 0);
   }
-  uint32_t capacity() const { return static_cast<uint32_t>(wqes_.size()); }
-  bool full() const { return tail - head >= wqes_.size(); }
+  // Takes the ring's memory if not done yet. false when there is none.
+  bool allocate() {
+    if (!wqes_.empty()) return true;
+    try {
+      wqes_.assign(capacity_, SendWqe{});
+      sges_.assign(size_t(capacity_) * max_sge_, Sge{});
+      inline_.assign(size_t(capacity_) * max_inline_, 0);
+    } catch (const std::bad_alloc&) {
+      wqes_.clear();
+      return false;
+    }
+    return true;
+  }
+  uint32_t capacity() const { return capacity_; }
+  bool full() const { return tail - head >= capacity_; }
   bool empty() const { return head == tail; }
 
   SendWqe& at(uint64_t n) { return wqes_[n % wqes_.size()]; }
@@ -78,6 +92,7 @@ class SendQueue {
   std::vector<SendWqe> wqes_;
   std::vector<Sge> sges_;
   std::vector<uint8_t> inline_;
+  uint32_t capacity_ = 0;
   uint32_t max_sge_ = 0;
   uint32_t max_inline_ = 0;
 };

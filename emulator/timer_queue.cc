@@ -26,7 +26,7 @@ size_t TimerQueue::size() const {
 }
 
 void TimerQueue::publish_next_locked() {
-  next_.store(heap_.empty() ? UINT64_MAX : heap_.top().deadline_ns, std::memory_order_relaxed);
+  next_.store(heap_.empty() ? UINT64_MAX : heap_.top().deadline_ns, std::memory_order_seq_cst);
 }
 
 }  // namespace softverbs

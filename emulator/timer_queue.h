@@ -32,7 +32,10 @@ class TimerQueue {
   void take_due(uint64_t now_ns, std::vector<Key>& due);
 
   // The soonest deadline, UINT64_MAX when nothing is queued.
-  uint64_t next_deadline_ns() const { return next_.load(std::memory_order_relaxed); }
+  // Sequentially consistent, with the store in schedule(): a sleeper that
+  // publishes its wake-up time and then looks here cannot miss a deadline
+  // whose scheduler looked at that wake-up time (Engine::schedule_timer).
+  uint64_t next_deadline_ns() const { return next_.load(std::memory_order_seq_cst); }
 
   size_t size() const;
 

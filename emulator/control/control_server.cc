@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -14,7 +15,6 @@
 namespace softverbs::control {
 namespace {
 
-constexpr int kStopCheckMs = 200;  // how soon the thread notices shutdown
 constexpr size_t kMaxRequestBytes = 64 * 1024;
 
 std::string read_request(int fd) {
@@ -64,21 +64,30 @@ std::unique_ptr<ControlServer> ControlServer::start(Handler handler, std::string
   return std::unique_ptr<ControlServer>(new ControlServer(fd, std::move(handler)));
 }
 
-ControlServer::ControlServer(int fd, Handler handler) : fd_(fd), handler_(std::move(handler)) {
+ControlServer::ControlServer(int fd, Handler handler)
+    : fd_(fd), stop_fd_(eventfd(0, EFD_CLOEXEC)), handler_(std::move(handler)) {
   thread_ = std::thread([this] { serve(); });
 }
 
 ControlServer::~ControlServer() {
   stopping_.store(true);
+  const uint64_t one = 1;
+  if (stop_fd_ >= 0 && write(stop_fd_, &one, sizeof one) < 0) {
+    // Nothing to do: without the eventfd the thread polls with a timeout.
+  }
   if (thread_.joinable()) thread_.join();
   close(fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
 }
 
 void ControlServer::serve() {
   pthread_setname_np(pthread_self(), "softverbs-ctl");
+  // Sleeps until a request or shutdown: an idle process pays no wake-ups
+  // for its control socket.
+  const int timeout_ms = stop_fd_ >= 0 ? -1 : 200;
   while (!stopping_.load()) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, kStopCheckMs) <= 0) continue;
+    pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (poll(p, stop_fd_ >= 0 ? 2 : 1, timeout_ms) <= 0 || !(p[0].revents & POLLIN)) continue;
     int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
     // Abstract sockets have no file permissions: check who is asking.

@@ -24,6 +24,7 @@ class ControlServer {
   void serve();
 
   int fd_;
+  int stop_fd_;  // written once at shutdown
   Handler handler_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
