@@ -16,6 +16,7 @@
 #include "emulator/device_config.h"
 #include "emulator/fault/fault_injector.h"
 #include "emulator/hca_impl.h"
+#include "emulator/internal_thread.h"
 #include "emulator/wire/shm_registry.h"
 #include "emulator/wire/shm_wire.h"
 
@@ -98,7 +99,7 @@ Engine::Engine(Config config)
       keepalive_(std::move(config.keepalive)),
       fault_injector_(config.fault_injector) {
   if (config.progress_thread)
-    progress_thread_ = std::thread([this] { progress_thread_main(); });
+    progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
 }
 
 Engine::~Engine() {
