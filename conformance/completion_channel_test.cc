@@ -4,8 +4,14 @@
 // its next completion (next solicited completion when armed with
 // solicited_only); an unarmed CQ generates none; arming is one-shot.
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "conformance/device_fixture.h"
@@ -160,6 +166,84 @@ TEST_F(CompletionChannel, SolicitedOnlyArmingWaitsForASolicitedCompletion) {
 
   ASSERT_NO_FATAL_FAILURE(send_message(true));
   ASSERT_NO_FATAL_FAILURE(expect_event());
+  expect_receive_completion();
+}
+
+// A blocking ibv_get_cq_event is, in libibverbs, a read() of the channel's
+// event file: a signal whose handler was installed without SA_RESTART ends
+// it with -1 and errno EINTR (qperf ends its measurement loops that way:
+// SIGALRM, then it looks at its "time is up" flag); after a handler with
+// SA_RESTART it goes on waiting.
+std::atomic<int> g_alarms{0};
+void count_alarm(int) { g_alarms.fetch_add(1); }
+
+class AlarmHandler {
+ public:
+  explicit AlarmHandler(int sa_flags) {
+    struct sigaction action {};
+    action.sa_handler = count_alarm;
+    action.sa_flags = sa_flags;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGALRM, &action, &previous_);
+    g_alarms = 0;
+  }
+  ~AlarmHandler() {
+    itimerval off{};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    sigaction(SIGALRM, &previous_, nullptr);
+  }
+  void ring_in(std::chrono::microseconds delay) {
+    itimerval once{};
+    once.it_value.tv_sec = delay.count() / 1'000'000;
+    once.it_value.tv_usec = delay.count() % 1'000'000;
+    setitimer(ITIMER_REAL, &once, nullptr);
+  }
+
+ private:
+  struct sigaction previous_ {};
+};
+
+TEST_F(CompletionChannel, SignalWithoutSaRestartEndsABlockedGetCqEventWithEintr) {
+  ASSERT_EQ(0, ibv_req_notify_cq(recv_cq_.get(), 0));
+  AlarmHandler alarm(0);
+  alarm.ring_in(std::chrono::milliseconds(50));
+  ibv_cq* cq = nullptr;
+  void* cq_context = nullptr;
+  errno = 0;
+  EXPECT_EQ(-1, ibv_get_cq_event(channel_.get(), &cq, &cq_context));
+  EXPECT_EQ(EINTR, errno) << describe_errno(errno);
+  EXPECT_EQ(1, g_alarms.load());
+}
+
+TEST_F(CompletionChannel, SignalWithSaRestartLetsABlockedGetCqEventWaitOn) {
+  ASSERT_EQ(0, ibv_req_notify_cq(recv_cq_.get(), 0));
+  AlarmHandler alarm(SA_RESTART);
+  // The message comes from another thread once the signal has been handled;
+  // that thread blocks SIGALRM, so the signal interrupts this one.
+  sigset_t alarm_only, previous;
+  sigemptyset(&alarm_only);
+  sigaddset(&alarm_only, SIGALRM);
+  pthread_sigmask(SIG_BLOCK, &alarm_only, &previous);
+  std::thread sender([this] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (g_alarms.load() == 0 && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    send_message(false);
+  });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  alarm.ring_in(std::chrono::milliseconds(20));
+  ibv_cq* cq = nullptr;
+  void* cq_context = nullptr;
+  const int got = ibv_get_cq_event(channel_.get(), &cq, &cq_context);
+  const int err = errno;
+  sender.join();
+  ASSERT_EQ(0, got) << describe_errno(err);
+  ++unacked_events_;
+  EXPECT_EQ(recv_cq_.get(), cq);
+  EXPECT_EQ(1, g_alarms.load());
+  ibv_ack_cq_events(recv_cq_.get(), 1);
+  --unacked_events_;
   expect_receive_completion();
 }
 

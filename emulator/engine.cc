@@ -17,6 +17,7 @@
 #include "emulator/device_config.h"
 #include "emulator/fault/fault_injector.h"
 #include "emulator/hca_impl.h"
+#include "emulator/internal_thread.h"
 #include "emulator/qp_impl.h"
 #include "emulator/run_frame.h"
 #include "emulator/wire/shm_registry.h"
@@ -104,7 +105,7 @@ Engine::Engine(Config config)
   runs_enabled_ = !(runs && std::string_view(runs) == "0");
   fault_plan_changed();
   if (config.progress_thread)
-    progress_thread_ = std::thread([this] { progress_thread_main(); });
+    progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
 }
 
 Engine::~Engine() {

@@ -10,14 +10,23 @@
 // Threads: push() may run on any thread, including the emulator's progress
 // thread with the engine lock held (it only records and signals). pop() may
 // block; it never holds mutex_ while waiting.
+//
+// A blocked pop() waits on a futex word that every push() bumps, not in
+// poll(): the kernel restarts FUTEX_WAIT after a signal handler installed
+// with SA_RESTART and fails it with EINTR after one without, which is what
+// libibverbs' read() of the kernel's event file does. poll() would fail with
+// EINTR either way.
 #pragma once
 
 #include <fcntl.h>
-#include <poll.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -44,23 +53,31 @@ class EventFdQueue {
 
   // Returns false (event dropped) only when memory is exhausted.
   bool push(const T& item) noexcept {
-    std::lock_guard lock(mutex_);
-    try {
-      items_.push_back(item);
-    } catch (...) {
-      return false;
+    {
+      std::lock_guard lock(mutex_);
+      try {
+        items_.push_back(item);
+      } catch (...) {
+        return false;
+      }
+      if (items_.size() == 1) signal_locked();
+      pushes_.fetch_add(1, std::memory_order_seq_cst);
     }
-    if (items_.size() == 1) signal_locked();
+    if (waiters_.load(std::memory_order_seq_cst) != 0)
+      ::syscall(SYS_futex, futex_word(), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
     return true;
   }
 
   // Takes the oldest event; `on_pop(item)` runs before the lock is released,
   // so whoever purges events after it sees its effects. Waits while the FIFO
   // is empty, unless the application made fd() non-blocking (then EAGAIN),
-  // like a read() of a kernel event file. Interrupted waits are resumed.
+  // like a read() of a kernel event file. A wait interrupted by a signal is
+  // resumed if the handler was installed with SA_RESTART, else it fails with
+  // EINTR, as that read() does.
   template <class OnPop>
   Errno pop(T& out, OnPop&& on_pop) {
     for (;;) {
+      uint32_t seen;
       {
         std::lock_guard lock(mutex_);
         if (!items_.empty()) {
@@ -70,12 +87,18 @@ class EventFdQueue {
           if (items_.empty()) drain_locked();
           return 0;
         }
+        seen = pushes_.load(std::memory_order_relaxed);
       }
       const int flags = ::fcntl(fd_, F_GETFL);
       if (flags < 0) return errno;
       if (flags & O_NONBLOCK) return EAGAIN;
-      pollfd wait{fd_, POLLIN, 0};
-      if (::poll(&wait, 1, -1) < 0 && errno != EINTR) return errno;
+      waiters_.fetch_add(1, std::memory_order_seq_cst);
+      const long r =
+          ::syscall(SYS_futex, futex_word(), FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
+      const int err = errno;
+      waiters_.fetch_sub(1, std::memory_order_relaxed);
+      if (r < 0 && err == EINTR) return EINTR;
+      // Woken, spurious wake-up, or EAGAIN (a push came first): look again.
     }
   }
 
@@ -99,9 +122,13 @@ class EventFdQueue {
     [[maybe_unused]] ssize_t n = ::read(fd_, &value, sizeof(value));
   }
 
+  uint32_t* futex_word() { return reinterpret_cast<uint32_t*>(&pushes_); }
+
   std::mutex mutex_;
   std::deque<T> items_;
   int fd_ = -1;
+  std::atomic<uint32_t> pushes_{0};   // bumped by every push(), under mutex_
+  std::atomic<uint32_t> waiters_{0};  // pop() calls in FUTEX_WAIT
 };
 
 }  // namespace softverbs::provider

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "emulator/control/control_socket.h"
+#include "emulator/internal_thread.h"
 
 namespace softverbs::control {
 namespace {
@@ -66,7 +67,7 @@ std::unique_ptr<ControlServer> ControlServer::start(Handler handler, std::string
 
 ControlServer::ControlServer(int fd, Handler handler)
     : fd_(fd), stop_fd_(eventfd(0, EFD_CLOEXEC)), handler_(std::move(handler)) {
-  thread_ = std::thread([this] { serve(); });
+  thread_ = start_internal_thread([this] { serve(); });
 }
 
 ControlServer::~ControlServer() {
