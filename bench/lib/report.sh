@@ -214,7 +214,7 @@ qps_table() {
 
 gbench_table() {
   local names
-  names=$(cut -f1 "$OUT/summary.tsv" | grep '^gbench:' | sort -u)
+  names=$(cut -f1 "$OUT/summary.tsv" | grep "^gbench:" | sort -uV)
   if [[ -z $names ]]; then
     echo "(not run)"
     return
