@@ -12,8 +12,8 @@ declare -A S_TEXT=() S_MED=() ERR_COUNT=() ERR_WHY=() VAL=() PLANNED=()
 
 load_results() {
   awk -f "$LIB/aggregate.awk" "$SAMPLES" | sort >"$OUT/summary.tsv"
-  local id metric n median low high text round value
-  while IFS=$'\t' read -r id metric n median low high text; do
+  local id metric n median text round value
+  while IFS=$'\t' read -r id metric n median _ _ text; do
     if [[ $metric == error ]]; then
       ERR_COUNT[$id]=$n
       ERR_WHY[$id]=$median
@@ -57,6 +57,13 @@ ratio_stats() {
     awk -f "$LIB/aggregate.awk" | awk -F'\t' -v OFS='\t' '$2 == "x" { print $4, $7 }'
 }
 
+# What a row without a figure says: MISS when it was meant to be measured.
+unmeasured() {
+  local id
+  for id in "$@"; do [[ -n ${PLANNED[$id]:-} ]] || { echo "not run"; return; }; done
+  echo "MISS (not measured)"
+}
+
 # verdict VALUE OP GOAL: PASS or MISS (OP is le, lt or ge).
 verdict() {
   awk -v v="$1" -v op="$2" -v goal="$3" 'BEGIN {
@@ -78,7 +85,7 @@ ratio_row() {
     text+="x"
   else
     text="–"
-    result="MISS (not measured)"
+    result=$(unmeasured "${num%|*}" "${den%|*}")
   fi
   echo "| $label | $(cell "${num%|*}" "${num#*|}" "$unit") | $(cell "${den%|*}" "${den#*|}" "$unit") | $text | $(goal_text "$op" "$goal")x | $result |"
 }
@@ -89,20 +96,20 @@ absolute_row() {
   if [[ -n ${S_MED[$key]:-} ]]; then
     result=$(verdict "${S_MED[$key]}" "$op" "$goal")
   else
-    result="MISS (not measured)"
+    result=$(unmeasured "${key%|*}")
   fi
   echo "| $label | $(cell "${key%|*}" "${key#*|}" "$unit") | – | – | $(goal_text "$op" "$goal") $unit | $result |"
 }
 
 # The message rate row: its anchor is the same figure in an earlier report.
 message_rate_row() {
-  local key="ib_write_bw:8|mpps" previous= ratio result anchor
+  local key="ib_write_bw:8|mpps" previous="" ratio result anchor
   if [[ -n $BASELINE && -r $BASELINE ]]; then
     previous=$(awk -F'\t' '$1 == "ib_write_bw:8" && $2 == "mpps" { print $4 }' "$BASELINE")
   fi
   if [[ -z ${S_MED[$key]:-} ]]; then
     anchor=${previous:+$previous Mmsg/s (previous report)}
-    echo "| ib_write_bw -s 8 message rate | $(cell ib_write_bw:8 mpps Mmsg/s) | ${anchor:-–} | – | ≥ 1.0x previous | MISS (not measured) |"
+    echo "| ib_write_bw -s 8 message rate | $(cell ib_write_bw:8 mpps Mmsg/s) | ${anchor:-–} | – | ≥ 1.0x previous | $(unmeasured ib_write_bw:8) |"
   elif [[ -z $previous ]]; then
     echo "| ib_write_bw -s 8 message rate | $(cell ib_write_bw:8 mpps Mmsg/s) | no previous report | – | ≥ 1.0x previous | first report: this is the baseline |"
   else
@@ -133,7 +140,7 @@ targets_table() {
     ratio_row "$most threads of one context, own QPs and CQs, vs $most x one thread (messages/s per thread)" \
       "threads:$most|per_thread" "threads:1|rate" ge 0.85 msg/s
   else
-    echo "| threads of one context vs one thread | one core only: not measured | – | – | ≥ 0.85x | MISS (not measured) |"
+    echo "| threads of one context vs one thread | one core only | – | – | ≥ 0.85x | not run |"
   fi
   absolute_row "CPU of an idle process holding 2 connected RC QPs" "qps:2|idle_cpu_pct" lt 0.2 "% of a core"
   absolute_row "CPU of an idle process holding $QP_COUNT connected RC QPs$(created_note "$QP_COUNT")" \
@@ -341,7 +348,7 @@ plot_data() {
 # gnuplot_png NAME TITLE YLABEL PLOT: NAME.png from NAME.dat, unless the
 # data holds no figure at all.
 gnuplot_png() {
-  local name=$1 title=$2 ylabel=$3 plot=$4 tics= size
+  local name=$1 title=$2 ylabel=$3 plot=$4 tics="" size
   rm -f "$OUT/$name.png"
   awk '{ for (i = 2; i <= NF; i++) if ($i != "NaN") found = 1 } END { exit !found }' "$OUT/$name.dat" || return 0
   for size in $SIZES; do tics+="\"$(size_label "$size" | tr -d ' ')\" $size,"; done
