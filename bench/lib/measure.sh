@@ -57,15 +57,30 @@ perftest_row() {
   awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 { row = $0 } END { print row }' "$1"
 }
 
-# Why a client/server pair failed, in one line.
+# ibv_wc_status values by number, for perftest's "Failed status N".
+WC_STATUS=(SUCCESS LOC_LEN_ERR LOC_QP_OP_ERR LOC_EEC_OP_ERR LOC_PROT_ERR WR_FLUSH_ERR MW_BIND_ERR
+  BAD_RESP_ERR LOC_ACCESS_ERR REM_INV_REQ_ERR REM_ACCESS_ERR REM_OP_ERR RETRY_EXC_ERR
+  RNR_RETRY_EXC_ERR LOC_RDD_VIOL_ERR REM_INV_RD_REQ_ERR REM_ABORT_ERR INV_EECN_ERR
+  INV_EEC_STATE_ERR FATAL_ERR RESP_TIMEOUT_ERR GENERAL_ERR)
+
+# Why a client/server pair failed, in one line: the exit statuses and the
+# first two error lines of the client's log (else the server's, else the
+# client's last line).
 pair_failure() {
-  local why
-  why=$(grep -m1 -iE 'error|fail|couldn|unable|not supported|invalid|timed? ?out|expired' "$PAIR_CLIENT_LOG" ||
-    grep -m1 -iE 'error|fail|couldn|unable|not supported|invalid' "$PAIR_SERVER_LOG" ||
+  local pattern='error|fail|couldn|unable|not supported|invalid|timed? ?out|expired' why
+  why=$(grep -m2 -iE "$pattern" "$PAIR_CLIENT_LOG" || grep -m2 -iE "$pattern" "$PAIR_SERVER_LOG" ||
     tail -n1 "$PAIR_CLIENT_LOG")
-  why=$(tr -s ' \t' ' ' <<<"$why")
+  why=$(tr -s ' \t' ' ' <<<"$why" | sed 's/^ //; s/ $//' | paste -sd';' | sed 's/;/; /g')
+  if [[ $why =~ [Ff]ailed\ status\ ([0-9]+) ]] && ((BASH_REMATCH[1] < ${#WC_STATUS[@]})); then
+    why+=" (IBV_WC_${WC_STATUS[BASH_REMATCH[1]]})"
+  fi
   [[ $PAIR_CLIENT_STATUS -ne 0 ]] && why="client $(describe_status "$PAIR_CLIENT_STATUS"): $why"
-  [[ $PAIR_SERVER_STATUS -ne 0 ]] && why="server $(describe_status "$PAIR_SERVER_STATUS"); $why"
+  # 143: run_client_server stopped a server whose client had failed.
+  if ((PAIR_SERVER_STATUS == 143 && PAIR_CLIENT_STATUS != 0)); then
+    why+="; server stopped after the client failed"
+  elif ((PAIR_SERVER_STATUS != 0)); then
+    why="server $(describe_status "$PAIR_SERVER_STATUS"); $why"
+  fi
   echo "$why"
 }
 
@@ -186,6 +201,19 @@ cpu_ticks() {
   echo $((f[11] + f[12]))
 }
 
+# Run time in ns and context switches, summed over a process's threads
+# (/proc/PID/task/*/schedstat and status): a finer view of an idle process
+# than clock ticks, and how often it wakes up.
+task_totals() {
+  local task runtime=0 switches=0 line
+  for task in /proc/"$1"/task/*; do
+    read -r line <"$task/schedstat" || return 1
+    runtime=$((runtime + ${line%% *}))
+    switches=$((switches + $(awk '/ctxt_switches/ { s += $2 } END { print s + 0 }' "$task/status")))
+  done
+  echo "$runtime $switches"
+}
+
 # Creates N QPs in loopback pairs (time and memory), then reads the
 # process's CPU time while it holds them idle for IDLE_SECONDS.
 measure_qps() {
@@ -200,12 +228,14 @@ measure_qps() {
     if ! kill -0 "$runner" 2>/dev/null || ((SECONDS >= deadline)); then break; fi
     sleep 0.05
   done
-  local pid ticks_before ticks_after begin end
+  local pid ticks_before ticks_after begin end totals_before="" totals_after=""
   pid=$(value_of pid "$RUN_OUT")
   if [[ -n $pid ]] && ticks_before=$(cpu_ticks "$pid"); then
+    totals_before=$(task_totals "$pid")
     begin=$(date +%s.%N)
     sleep "$IDLE_SECONDS"
     ticks_after=$(cpu_ticks "$pid")
+    totals_after=$(task_totals "$pid")
     end=$(date +%s.%N)
   fi
   wait "$runner"
@@ -225,6 +255,14 @@ measure_qps() {
   record "$id" destroy_seconds "$(value_of destroy_seconds "$RUN_OUT")"
   record "$id" rss_mib "$rss"
   record "$id" idle_cpu_pct "$cpu"
+  if [[ -n $totals_before && -n $totals_after ]]; then
+    awk -v b="$totals_before" -v a="$totals_after" -v t0="$begin" -v t1="$end" -v round="$ROUND" -v id="$id" '
+      BEGIN {
+        split(b, before, " "); split(a, after, " ")
+        printf "%s\t%s\tidle_runtime_pct\t%.4f\n", round, id, 100 * (after[1] - before[1]) / 1e9 / (t1 - t0)
+        printf "%s\t%s\tidle_wakeups_per_s\t%.1f\n", round, id, (after[2] - before[2]) / (t1 - t0)
+      }' >>"$SAMPLES"
+  fi
   NOTE="$(value_of created "$RUN_OUT") QPs in $(value_of seconds "$RUN_OUT") s, $rss MiB; idle: $cpu% of a core"
   [[ -s $err ]] && NOTE+=" ($(tail -n1 "$err"))"
 }

@@ -210,12 +210,13 @@ threads_table() {
 }
 
 qps_table() {
-  echo "| QPs asked for | created | create | connect | create + connect | RSS | idle CPU | destroy |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| QPs asked for | created | create | connect | create + connect | RSS | idle CPU (ticks) | idle CPU (run time) | idle wake-ups | destroy |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   local n
   for n in 2 "$QP_COUNT"; do
     echo "| $n | $(cell "qps:$n" created) | $(cell "qps:$n" create_seconds s) | $(cell "qps:$n" connect_seconds s) |" \
-      "$(cell "qps:$n" seconds s) | $(cell "qps:$n" rss_mib MiB) | $(cell "qps:$n" idle_cpu_pct %) | $(cell "qps:$n" destroy_seconds s) |"
+      "$(cell "qps:$n" seconds s) | $(cell "qps:$n" rss_mib MiB) | $(cell "qps:$n" idle_cpu_pct %) |" \
+      "$(cell "qps:$n" idle_runtime_pct %) | $(cell "qps:$n" idle_wakeups_per_s /s) | $(cell "qps:$n" destroy_seconds s) |"
   done
 }
 
@@ -262,6 +263,10 @@ facts_list() {
     "$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) memory;" \
     "$(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
   echo "- load average (1 min) at the round boundaries, lowest – highest: $loads"
+  if [[ -n ${S_TEXT[hop|one_way_ns]:-} ]]; then
+    echo "- how quiet the machine was: a cache line hop took ${S_TEXT[hop|one_way_ns]} ns one-way; far above" \
+      "a few hundred ns, other work was competing for the cores and every latency here grew with it"
+  fi
   echo "- perftest $(dpkg-query -W -f='${Version}' perftest 2>/dev/null || echo '?')," \
     "libfabric $(dpkg-query -W -f='${Version}' libfabric-bin 2>/dev/null || echo '?')"
   echo "- $ROUNDS round(s); every round runs every measurement once, in the same order; a figure is the" \
@@ -315,7 +320,9 @@ report_body() {
   echo
   echo "bench_qps: RC QPs in loopback pairs in one process (send and receive queues of one WR);"
   echo "idle CPU is utime + stime from /proc/PID/stat over ${IDLE_SECONDS} s while the process sleeps"
-  echo "(resolution: one clock tick, $(awk -v hz="$(getconf CLK_TCK)" -v s="$IDLE_SECONDS" 'BEGIN { printf "%.2g", 100 / hz / s }')% of a core)."
+  echo "(resolution: one clock tick, $(awk -v hz="$(getconf CLK_TCK)" -v s="$IDLE_SECONDS" 'BEGIN { printf "%.2g", 100 / hz / s }')% of a core); the target rows use that figure."
+  echo "Run time (the threads' schedstat, in ns) and wake-ups (context switches of all its threads) are"
+  echo "taken over the same window."
   echo
   qps_table
   echo
