@@ -103,19 +103,21 @@ absolute_row() {
 
 # The message rate row: its anchor is the same figure in an earlier report.
 message_rate_row() {
-  local key="ib_write_bw:8|mpps" previous="" ratio result anchor
+  local key="ib_write_bw:8|mpps" previous="" shown="" ratio result anchor
   if [[ -n $BASELINE && -r $BASELINE ]]; then
     previous=$(awk -F'\t' '$1 == "ib_write_bw:8" && $2 == "mpps" { print $4 }' "$BASELINE")
+    # The median as the previous report showed it (its text without the spread).
+    shown=$(awk -F'\t' '$1 == "ib_write_bw:8" && $2 == "mpps" { sub(/ \[.*/, "", $7); print $7 }' "$BASELINE")
   fi
   if [[ -z ${S_MED[$key]:-} ]]; then
-    anchor=${previous:+$previous Mmsg/s (previous report)}
+    anchor=${previous:+$shown Mmsg/s (previous report)}
     echo "| ib_write_bw -s 8 message rate | $(cell ib_write_bw:8 mpps Mmsg/s) | ${anchor:-–} | – | ≥ 1.0x previous | $(unmeasured ib_write_bw:8) |"
   elif [[ -z $previous ]]; then
     echo "| ib_write_bw -s 8 message rate | $(cell ib_write_bw:8 mpps Mmsg/s) | no previous report | – | ≥ 1.0x previous | first report: this is the baseline |"
   else
     ratio=$(awk -v a="${S_MED[$key]}" -v b="$previous" 'BEGIN { printf "%.2f", a / b }')
     result=$(verdict "$ratio" ge 1.0)
-    echo "| ib_write_bw -s 8 message rate | $(cell ib_write_bw:8 mpps Mmsg/s) | $previous Mmsg/s (previous report) | ${ratio}x | ≥ 1.0x previous | $result |"
+    echo "| ib_write_bw -s 8 message rate | $(cell ib_write_bw:8 mpps Mmsg/s) | $shown Mmsg/s (previous report) | ${ratio}x | ≥ 1.0x previous | $result |"
   fi
 }
 
