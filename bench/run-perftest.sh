@@ -1,193 +1,246 @@
 #!/usr/bin/env bash
-# Measures softverbs end to end and writes a markdown summary:
-#   1. perftest's ib_send_lat, ib_write_lat and ib_write_bw, unmodified, on
-#      softverbs0 (server and client on localhost, two processes);
-#   2. softverbs_bench: the machine's own limits (a cache line hop between two
-#      processes, memcpy) and RC ping-pong / bandwidth through the verbs API.
-# bench/README.md explains how to read the result.
+# The bench: runs the whole comparison on this machine and writes a report
+# (markdown tables and plots of latency and bandwidth against message size).
+#   - perftest, unmodified, on softverbs0: ib_{send,write,read}_{lat,bw} for
+#     every size, ib_atomic_{lat,bw};
+#   - libfabric's fi_pingpong over its shm provider, same sizes;
+#   - the machine's raw limits (bench_limits): a cache line hop between two
+#     processes, a futex wake, memcpy, CMA (process_vm_writev);
+#   - T threads of one context against one thread (bench_threads), the cost
+#     of creating, connecting and idly holding many RC QPs (bench_qps);
+#   - the Google Benchmark micro-benchmarks (softverbs_bench).
+# Rounds are interleaved: each round runs every measurement once; a figure is
+# the median of the rounds with the fastest and slowest round beside it, and
+# each target ratio is taken inside one round. Progress goes to stderr.
+# bench/README.md explains the report.
 #
-# Usage: bench/run-perftest.sh [BUILD_DIR] [--out FILE] [--sizes "8 4096 ..."]
-#   BUILD_DIR  default build/ (made by scripts/build.sh)
-#   --out      where the summary goes (default BUILD_DIR/bench/summary.md)
-#   --sizes    message sizes in bytes (default "8 64 512 4096 65536 1048576")
-#   PERFTEST_TIMEOUT  seconds for each perftest process (default 120)
-#   BENCH_FILTER      --benchmark_filter for softverbs_bench (default: all)
-#   BENCH_TIMEOUT     seconds for softverbs_bench (default 1200)
+# Usage: bench/run-perftest.sh [BUILD_DIR] [OPTIONS]
+#   BUILD_DIR       default build/ (made by scripts/build.sh)
+#   --quick         sizes 8 B, 64 KiB, 1 MiB, one round, short runs (about 3 minutes)
+#   --rounds N      rounds (default 3)
+#   --sizes "..."   message sizes in bytes, 8 to 4194304
+#                   (default "8 64 512 4096 16384 65536 262144 1048576 4194304")
+#   --only REGEX    run only the measurements whose ID matches REGEX (grep -E),
+#                   e.g. 'ib_write|cma'; --list shows the IDs
+#   --list          print the measurement IDs and exit
+#   --rebuild       measure nothing: rebuild the report (and docs, with
+#                   --update-docs) from the samples.tsv in --out, left by an
+#                   earlier run with the same options
+#   --out DIR       where report.md, the plots, summary.tsv, samples.tsv and
+#                   the logs go (default BUILD_DIR/bench/report)
+#   --update-docs   also put the report into docs/performance.md and its plots
+#                   and summary.tsv into docs/performance/
+#   --baseline FILE summary.tsv of an earlier report, the anchor of the
+#                   message rate row (default docs/performance/summary.tsv)
+#   BENCH_TIMEOUT   seconds any one process may run (default 180)
+#   BENCH_QPS       QPs for the scale and idle rows (default 65536)
+#   BENCH_SHM_PREFIX  SOFTVERBS_SHM_PREFIX of every softverbs process (default svbench)
+#   SOFTVERBS_BENCH_DEVICE  the soft device (default softverbs0)
+# Exit status: 0 when every measurement ran (targets may still be missed),
+# 1 when some failed (the report says why), 2 on misuse.
 set -uo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-source "$root/scripts/lib/client-server.sh"
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LIB="$ROOT/bench/lib"
+source "$ROOT/scripts/lib/client-server.sh"
+source "$LIB/measure.sh"
+source "$LIB/report.sh"
 
-build_dir="$root/build"
-out=
-sizes="8 64 512 4096 65536 1048576"
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+misuse() {
+  echo "run-perftest: $1 (try --help)" >&2
+  exit 2
+}
+
+# The command as a reader would type it again.
+COMMAND_LINE="bash bench/run-perftest.sh"
+for argument in "$@"; do
+  if [[ $argument =~ ^[A-Za-z0-9_./:=,+-]+$ ]]; then COMMAND_LINE+=" $argument"; else COMMAND_LINE+=" '$argument'"; fi
+done
+build_dir="$ROOT/build"
+OUT=
+QUICK=0
+ROUNDS=
+SIZES=
+only=
+list=0
+rebuild=0
+update_docs=0
+BASELINE="$ROOT/docs/performance/summary.tsv"
 while (($# > 0)); do
   case $1 in
-    --out) out=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "run-perftest: unknown option $1 (try --help)" >&2; exit 2 ;;
+    --quick) QUICK=1; shift ;;
+    --rounds|--sizes|--only|--out|--baseline)
+      (($# >= 2)) || misuse "$1 needs a value"
+      case $1 in
+        --rounds) ROUNDS=$2 ;;
+        --sizes) SIZES=$2 ;;
+        --only) only=$2 ;;
+        --out) OUT=$(realpath -m "$2") ;;
+        --baseline) BASELINE=$(realpath -m "$2") ;;
+      esac
+      shift 2 ;;
+    --list) list=1; shift ;;
+    --rebuild) rebuild=1; shift ;;
+    --update-docs) update_docs=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) misuse "unknown option $1" ;;
     *) build_dir=$(realpath -m "$1"); shift ;;
   esac
 done
-out=${out:-$build_dir/bench/summary.md}
-mkdir -p "$(dirname "$out")"
 
-cli="$build_dir/harness/cli/softverbs"
-bench="$build_dir/bench/softverbs_bench"
-[[ -x $cli ]] || { echo "run-perftest: $cli is not built; run scripts/build.sh" >&2; exit 1; }
-for tool in ib_send_lat ib_write_lat ib_write_bw; do
-  command -v $tool >/dev/null ||
-    { echo "run-perftest: $tool is missing (package perftest); run scripts/setup.sh" >&2; exit 1; }
-done
-
-limit=${PERFTEST_TIMEOUT:-120}
-PAIR_LOG_DIR=$(mktemp -d)
-trap 'rm -rf "$PAIR_LOG_DIR"' EXIT
-export SOFTVERBS_SHM_PREFIX=${SOFTVERBS_SHM_PREFIX:-svbench}
-
-# perftest prints one result row per size: the first two columns are the
-# size and the iteration count, both plain numbers.
-result_row() {
-  awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 { row = $0 } END { print row }' "$1"
-}
-
-first_error() {
-  grep -m1 -iE 'error|fail|couldn|unable|not supported|invalid|timed out' "$1" ||
-    tail -n1 "$1"
-}
-
-latency_rows=()
-bandwidth_rows=()
-failures=0
-
-for tool in ib_send_lat ib_write_lat ib_write_bw; do
-  for size in $sizes; do
-    if [[ $tool == ib_write_bw ]]; then
-      # Enough to fill the pipe, bounded to about 512 MiB per size.
-      iterations=$((512 * 1024 * 1024 / size))
-      ((iterations > 5000)) && iterations=5000
-      ((iterations < 100)) && iterations=100
-    else
-      iterations=1000
-    fi
-    common=(-d softverbs0 -i 1 -p @PORT@ -F -s "$size" -n "$iterations")
-    SERVER_CMD=("$cli" run -- "$tool" "${common[@]}")
-    CLIENT_CMD=("$cli" run -- "$tool" "${common[@]}" localhost)
-    echo "== $tool -s $size -n $iterations"
-    if run_client_server "$tool-$size" "$limit"; then
-      row=$(result_row "$PAIR_CLIENT_LOG")
-    else
-      row=
-      print_client_server_logs | tail -n 40
-    fi
-    if [[ -z $row ]]; then
-      failures=$((failures + 1))
-      why=$(first_error "$PAIR_CLIENT_LOG" | tr '|' '/')
-      [[ $PAIR_SERVER_STATUS -ne 0 ]] && why="server $(describe_status "$PAIR_SERVER_STATUS"); $why"
-      line="| $tool | $size | failed: ${why:0:120} |"
-      if [[ $tool == ib_write_bw ]]; then bandwidth_rows+=("$line"); else latency_rows+=("$line"); fi
-      continue
-    fi
-    echo "   $row"
-    if [[ $tool == ib_write_bw ]]; then
-      bandwidth_rows+=("$(awk -v t=$tool '{ printf "| %s | %s | %s | %s | %s |", t, $1, $2, $4, $5 }' <<<"$row")")
-    else
-      latency_rows+=("$(awk -v t=$tool '{ printf "| %s | %s | %s | %s | %s | %s |", t, $1, $2, $5, $6, $8 }' <<<"$row")")
-    fi
-  done
-done
-
-# softverbs_bench as CSV; its rows become a table below.
-bench_csv="$PAIR_LOG_DIR/bench.csv"
-bench_note=
-if [[ -x $bench ]]; then
-  echo "== softverbs_bench"
-  # Google Benchmark's CSV output needs every row of one run to carry the
-  # same counters, so each family with its own counters runs on its own.
-  if [[ -n ${BENCH_FILTER:-} ]]; then
-    families=("$BENCH_FILTER")
-  else
-    families=('^baseline_cache_line_hop' '^baseline_memcpy' '^rc_.*_pingpong' '^rc_write_bandwidth')
-  fi
-  : >"$bench_csv"
-  for family in "${families[@]}"; do
-    timeout --kill-after=10 "${BENCH_TIMEOUT:-1200}" "$cli" run -- "$bench" \
-      --benchmark_format=csv --benchmark_filter="$family" >>"$bench_csv" 2>"$PAIR_LOG_DIR/bench.err"
-    status=$?
-    if ((status != 0)); then
-      bench_note+="softverbs_bench $family $(describe_status "$status"): $(tail -n1 "$PAIR_LOG_DIR/bench.err") "
-      failures=$((failures + 1))
-    fi
-  done
+if ((QUICK)); then
+  ROUNDS=${ROUNDS:-1}
+  SIZES=${SIZES:-"8 65536 1048576"}
+  IDLE_SECONDS=3
+  THREAD_SECONDS=1
+  GBENCH_MIN_TIME=0.05
 else
-  bench_note="softverbs_bench is not built (SOFTVERBS_BUILD_BENCH=OFF?)"
+  ROUNDS=${ROUNDS:-3}
+  SIZES=${SIZES:-"8 64 512 4096 16384 65536 262144 1048576 4194304"}
+  IDLE_SECONDS=10
+  THREAD_SECONDS=2
+  GBENCH_MIN_TIME=0.2
+fi
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || misuse "--rounds takes a positive number, not '$ROUNDS'"
+for size in $SIZES; do
+  [[ $size =~ ^[0-9]+$ ]] && ((size >= 8 && size <= 4194304)) ||
+    misuse "--sizes takes sizes from 8 to 4194304 bytes, not '$size'"
+done
+# The target rows need these sizes whatever was asked for.
+SIZES=$(printf '%s\n' $SIZES 8 65536 1048576 | sort -nu | paste -sd' ')
+QP_COUNT=${BENCH_QPS:-65536}
+[[ $QP_COUNT =~ ^[0-9]+$ ]] && ((QP_COUNT >= 2 && QP_COUNT % 2 == 0)) ||
+  misuse "BENCH_QPS must be an even number of at least 2"
+LIMIT=${BENCH_TIMEOUT:-180}
+[[ $LIMIT =~ ^[1-9][0-9]*$ ]] || misuse "BENCH_TIMEOUT takes seconds, not '$LIMIT'"
+DEVICE=${SOFTVERBS_BENCH_DEVICE:-softverbs0}
+cores=$(nproc)
+THREAD_COUNTS=$(seq 1 $((cores < 8 ? cores : 8)) | paste -sd' ')
+
+# The measurements of one round, in order. Sizes go one after another so
+# that the figures a target compares (ib_write_bw and CMA of one size, say)
+# are taken close together in time.
+PLAN=()
+for size in $SIZES; do
+  PLAN+=("ib_send_lat:$size" "ib_write_lat:$size" "ib_read_lat:$size" "fi_pingpong:$size"
+         "ib_send_bw:$size" "ib_write_bw:$size" "ib_read_bw:$size" "cma:$size" "memcpy:$size")
+done
+PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 hop futex)
+for t in $THREAD_COUNTS; do PLAN+=("threads:$t"); done
+PLAN+=(qps:2 "qps:$QP_COUNT" 'gbench:^hot_')
+((QUICK)) || PLAN+=('gbench:^rc_.*_pingpong' 'gbench:^rc_write_bandwidth')
+if [[ -n $only ]]; then
+  mapfile -t PLAN < <(printf '%s\n' "${PLAN[@]}" | grep -E -- "$only")
+  ((${#PLAN[@]} > 0)) || misuse "--only '$only' matches no measurement (see --list)"
+fi
+if ((list)); then
+  printf '%s\n' "${PLAN[@]}"
+  exit 0
 fi
 
-# Turns Google Benchmark's CSV into markdown rows: name, time, throughput,
-# one-way latency, or the error it reported.
-bench_rows() {
-  awk -F, '
-    function unquote(s) { gsub(/^"|"$/, "", s); return s }
-    $1 == "name" {
-      delete column
-      for (i = 1; i <= NF; i++) column[unquote($i)] = i
-      header = 1; next
-    }
-    header {
-      name = unquote($column["name"])
-      if (column["error_occurred"] && unquote($column["error_occurred"]) == "true") {
-        # The message may hold commas: it runs to the end of the line.
-        message = $column["error_message"]
-        for (i = column["error_message"] + 1; i <= NF; i++) message = message "," $i
-        sub(/,+$/, "", message)
-        printf "| %s | failed: %s | | |\n", name, unquote(message); next
-      }
-      time = sprintf("%.0f %s", $column["real_time"], unquote($column["time_unit"]))
-      rate = ""
-      if (column["bytes_per_second"] && $column["bytes_per_second"] != "")
-        rate = sprintf("%.2f GB/s", $column["bytes_per_second"] / 1e9)
-      one_way = ""
-      if (column["one_way_us"] && $column["one_way_us"] != "")
-        one_way = sprintf("%.2f us", $column["one_way_us"])
-      if (column["one_way_ns"] && $column["one_way_ns"] != "")
-        one_way = sprintf("%.0f ns", $column["one_way_ns"])
-      printf "| %s | %s | %s | %s |\n", name, time, rate, one_way
-    }' "$1"
+CLI="$build_dir/harness/cli/softverbs"
+BENCH_BIN="$build_dir/bench"
+[[ -x $CLI ]] || { echo "run-perftest: $CLI is not built; run: bash scripts/build.sh" >&2; exit 2; }
+for program in bench_limits bench_qps bench_threads softverbs_bench; do
+  [[ -x $BENCH_BIN/$program ]] ||
+    { echo "run-perftest: $BENCH_BIN/$program is not built (SOFTVERBS_BUILD_BENCH=OFF?); run: bash scripts/build.sh" >&2; exit 2; }
+done
+for tool in ib_send_lat ib_write_lat ib_read_lat ib_atomic_lat ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw \
+            fi_pingpong timeout awk; do
+  command -v $tool >/dev/null || { echo "run-perftest: $tool is missing; run: bash scripts/setup.sh" >&2; exit 2; }
+done
+if ((update_docs)) && ! grep -q '^<!-- bench report begin' "$ROOT/docs/performance.md" 2>/dev/null; then
+  echo "run-perftest: --update-docs needs docs/performance.md with its '<!-- bench report begin' and 'end' markers" >&2
+  exit 2
+fi
+
+clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+# Runs ROUNDS rounds of PLAN, showing progress on stderr; appends to SAMPLES.
+measure_rounds() {
+  rm -rf "$OUT/logs"
+  PAIR_LOG_DIR="$OUT/logs"
+  mkdir -p "$PAIR_LOG_DIR"
+  export SOFTVERBS_SHM_PREFIX=${BENCH_SHM_PREFIX:-svbench}
+  export SOFTVERBS_BENCH_DEVICE=$DEVICE
+  # Every process is bounded by timeout; on an interrupt, stop the ones in
+  # the background too.
+  trap 'jobs -p | xargs -r kill 2>/dev/null' EXIT
+  local started total done_count=0 elapsed left id
+  started=$(date +%s)
+  total=$((ROUNDS * ${#PLAN[@]}))
+  ROUND=0
+  record run command "$COMMAND_LINE"
+  record run started "$started"
+  record run rounds "$ROUNDS"
+  echo "run-perftest: $ROUNDS round(s) of ${#PLAN[@]} measurements; report in $OUT" >&2
+  for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+    record load loadavg1 "$(cut -d' ' -f1 /proc/loadavg)"
+    for id in "${PLAN[@]}"; do
+      elapsed=$(($(date +%s) - started))
+      left=
+      ((done_count > 0)) && left=", ~$(clock $((elapsed * (total - done_count) / done_count))) left"
+      printf '[round %d/%d, %d/%d, %s%s] %s ... ' "$ROUND" "$ROUNDS" $((done_count + 1)) "$total" \
+        "$(clock "$elapsed")" "$left" "$id" >&2
+      measure "$id"
+      echo "$NOTE" >&2
+      done_count=$((done_count + 1))
+    done
+  done
+  record load loadavg1 "$(cut -d' ' -f1 /proc/loadavg)"
+  ROUND=0
+  record run finished "$(date +%s)"
 }
 
-{
-  echo "# softverbs performance summary"
-  echo
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores"
-  echo "- kernel: $(uname -r); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo
-  echo "## perftest on softverbs0: latency (two processes, one host)"
-  echo
-  echo "| tool | bytes | iterations | t_typical [us] | t_avg [us] | 99% [us] |"
-  echo "|---|---:|---:|---:|---:|---:|"
-  printf '%s\n' "${latency_rows[@]}"
-  echo
-  echo "## perftest on softverbs0: bandwidth"
-  echo
-  echo "| tool | bytes | iterations | BW average [MB/s] | message rate [Mpps] |"
-  echo "|---|---:|---:|---:|---:|"
-  printf '%s\n' "${bandwidth_rows[@]}"
-  echo
-  echo "## softverbs_bench: machine baselines and RC through the verbs API"
-  echo
-  if [[ -s $bench_csv ]]; then
-    echo "| benchmark | time per iteration | throughput | one-way latency |"
-    echo "|---|---:|---:|---:|"
-    bench_rows "$bench_csv"
+OUT=${OUT:-$build_dir/bench/report}
+SAMPLES="$OUT/samples.tsv"
+if ((rebuild)); then
+  [[ -s $SAMPLES ]] || { echo "run-perftest: --rebuild found no $SAMPLES" >&2; exit 2; }
+  [[ -r $OUT/baseline.tsv ]] && BASELINE="$OUT/baseline.tsv" || BASELINE=
+else
+  mkdir -p "$OUT"
+  : >"$SAMPLES"
+  # A baseline kept beside the new report would be overwritten by it.
+  if [[ -r $BASELINE ]]; then
+    cp "$BASELINE" "$OUT/baseline.tsv"
+    BASELINE="$OUT/baseline.tsv"
+  else
+    rm -f "$OUT/baseline.tsv"
+    BASELINE=
   fi
-  [[ -n $bench_note ]] && echo && echo "$bench_note"
-} >"$out"
+  measure_rounds
+fi
+# What the run was: kept in the samples so that --rebuild reports it too.
+COMMAND_LINE=$(awk -F'\t' '$2 == "run" && $3 == "command" { print $4 }' "$SAMPLES")
+STARTED=$(awk -F'\t' '$2 == "run" && $3 == "started" { print $4 }' "$SAMPLES")
+FINISHED=$(awk -F'\t' '$2 == "run" && $3 == "finished" { print $4 }' "$SAMPLES")
+ROUNDS=$(awk -F'\t' '$2 == "run" && $3 == "rounds" { print $4 }' "$SAMPLES")
 
-echo
-cat "$out"
-echo
-echo "summary written to $out ($failures failed measurement(s))"
-((failures == 0))
+load_results
+write_plots
+{
+  echo "# softverbs bench report"
+  echo
+  report_body "##" ""
+} >"$OUT/report.md"
+
+if ((update_docs)); then
+  docs="$ROOT/docs/performance.md"
+  mkdir -p "$ROOT/docs/performance"
+  cp "$OUT/summary.tsv" "$ROOT/docs/performance/summary.tsv"
+  for plot in latency.png bandwidth.png; do
+    [[ -f $OUT/$plot ]] && cp "$OUT/$plot" "$ROOT/docs/performance/$plot"
+  done
+  report_body "###" "performance/" >"$OUT/docs-section.md"
+  # Everything between the markers is replaced; the rest of the page stays.
+  awk -v section="$OUT/docs-section.md" '
+    /^<!-- bench report begin/ { print; while ((getline line < section) > 0) print line; skipping = 1; next }
+    /^<!-- bench report end/ { skipping = 0 }
+    !skipping' "$docs" >"$docs.new" && mv "$docs.new" "$docs"
+  echo "run-perftest: updated $docs and docs/performance/" >&2
+fi
+
+failed=$(grep -c $'\terror\t' "$SAMPLES")
+echo "run-perftest: report in $OUT/report.md ($failed failed measurement(s), $(clock $((FINISHED - STARTED))))" >&2
+((failed == 0)) || exit 1

@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # the unmodified programs the end-to-end tests and benchmarks run
   ibverbs-utils perftest rdmacm-utils
+  # the bench's reference (fi_pingpong over libfabric's shm provider) and its plots
+  libfabric-bin gnuplot-nox
   # the libFuzzer build of the packet parser
   clang libclang-rt-14-dev
   # the scripts: timeout (coreutils), awk, ps/pgrep (procps), ss/ip (iproute2)

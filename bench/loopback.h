@@ -1,0 +1,32 @@
+// RC QPs of one process connected to each other through their soft device
+// (loopback pairs), public verbs API only. The scale and thread programs of
+// the bench use them: no second process, no connection exchange.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+
+namespace softverbs::bench {
+
+// Opens the device called `name`; nullptr with `error` set when it can't.
+ibv_context* open_device_named(const std::string& name, std::string& error);
+
+// What a QP needs to know to reach a QP on port 1 of `context`.
+struct LoopbackPort {
+  ibv_port_attr attr{};
+  ibv_gid gid{};
+  bool query(ibv_context* context, std::string& error);
+};
+
+// An RC QP with `depth` send and receive WRs of one SGE each.
+ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, uint32_t depth, std::string& error);
+
+// RESET -> INIT -> RTR -> RTS towards `remote_qpn` on the same port.
+bool connect_loopback(ibv_qp* qp, const LoopbackPort& port, uint32_t remote_qpn, std::string& error);
+
+// Resident set size of this process in KiB, from /proc/self/status.
+long resident_kib();
+
+}  // namespace softverbs::bench
