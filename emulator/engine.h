@@ -187,12 +187,19 @@ class Engine {
   static constexpr size_t kIntakeBusy = SIZE_MAX;
   size_t progress_on_progress_thread(size_t budget);
   size_t serve_for_application(size_t budget);
+  // How often a poller serves again for frames that came unseen before it
+  // leaves that to the progress thread, and how long it looks for the
+  // intake the progress thread holds before it waits asleep (pauses).
+  static constexpr int kUnseenFrameRounds = 3;
+  static constexpr int kIntakeSpins = 2000;
   // With intake_mutex_ held.
   void deliver(std::span<const uint8_t> frame);
   void run_due_timers();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
   // progress_thread.cc
   void progress_thread_main();
+  // Sleeps on the wire's doorbell until a frame, a wake() or the next timer.
+  void sleep_until_woken();
   void send_frame(const WireAddress& dst, std::span<const uint8_t> frame);
 
   std::unique_ptr<Wire> wire_;

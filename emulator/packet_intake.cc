@@ -30,28 +30,39 @@ size_t Engine::progress_on_progress_thread(size_t budget) {
 }
 
 size_t Engine::progress_for_application(size_t budget) {
-  // Said around the whole poll, including an empty one: while it lasts,
-  // peers skip the doorbell (see ShmMailbox::begin_poll).
-  wire_->begin_application_poll();
   size_t served = 0;
   // A busy poller that finds nothing takes no lock; timers are looked at on
   // every 16th such poll (a clock read each time would cost more than the
   // rest of the poll).
   const bool timers_due_check = (++application_polls_ & 15) == 0 &&
                                 timers_.next_deadline_ns() != UINT64_MAX;
-  if (wire_->may_have_input() || timers_due_check) served = serve_for_application(budget);
-  if (wire_->end_application_poll()) wire_->wake();  // a frame came that this poll did not take
-  return served;
+  for (int round = 0;; ++round) {
+    // Said around the whole poll, including an empty one: while it lasts,
+    // peers skip the doorbell (see ShmMailbox::begin_poll).
+    wire_->begin_application_poll();
+    if (wire_->may_have_input() || (round == 0 && timers_due_check))
+      served += serve_for_application(budget);
+    if (!wire_->end_application_poll()) return served;
+    // A peer skipped the doorbell for a frame this poll did not take: take
+    // it now, being here anyway, rather than wake the progress thread (a
+    // wake costs tens of microseconds and then competes with this thread).
+    if (round == kUnseenFrameRounds) {
+      wire_->wake();
+      return served;
+    }
+  }
 }
 
 size_t Engine::serve_for_application(size_t budget) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
-    // Another application thread serves: go on. The progress thread, though,
-    // may have been preempted while serving (an application spinning here
-    // on a busy core would keep it off the CPU): wait for it instead.
+    // Another application thread serves: go on. The progress thread serves
+    // for a few microseconds at most, unless it was preempted (an
+    // application spinning here on a busy core would keep it off the CPU):
+    // look again briefly, then wait for it asleep.
     if (!intake_on_progress_thread_.load(std::memory_order_relaxed)) return 0;
-    lock.lock();
+    for (int spin = 0; spin < kIntakeSpins && !lock.try_lock(); ++spin) __builtin_ia32_pause();
+    if (!lock.owns_lock()) lock.lock();
   }
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
   run_due_timers();

@@ -73,20 +73,24 @@ void Engine::progress_thread_main() {
   uint64_t last_activity_ns = 0;
 
   while (!stopping_.load(std::memory_order_relaxed)) {
-    const size_t served = progress_on_progress_thread(256);
+    const bool application_serves = wire_->application_polling();
+    const size_t served = application_serves ? kIntakeBusy : progress_on_progress_thread(256);
     if (served == kIntakeBusy) {
-      // An application thread is serving what came: stay out of its way
-      // rather than spin beside it (its frames keep the doorbell from
-      // letting this thread sleep).
-      nap(kYieldToApplicationNs);
+      // An application thread is polling or serving right now: it takes
+      // what comes. Stay out of its way: nap while frames wait for it, else
+      // sleep (peers skip the doorbell while it polls, and it wakes this
+      // thread if it leaves a frame behind).
+      if (wire_->may_have_input())
+        nap(kYieldToApplicationNs);
+      else
+        sleep_until_woken();
       continue;
     }
     if (served != 0) {
       last_activity_ns = clock_->now_ns();
       continue;
     }
-    const uint64_t now = clock_->now_ns();
-    if (now - last_activity_ns < spin_ns) {
+    if (clock_->now_ns() - last_activity_ns < spin_ns) {
       sched_yield();
       continue;
     }
@@ -94,15 +98,20 @@ void Engine::progress_thread_main() {
       wire_->wait(kDeferredRetryNs);  // frames wait for room at a peer
       continue;
     }
-    uint64_t sleep = sleep_ns_until(timers_.next_deadline_ns(), now);
-    if (sleep == 0) continue;
-    progress_sleeps_until_ns_.store(now + sleep, std::memory_order_seq_cst);
-    // A timer armed since the look above saw no sleeper to wake: look again
-    // now that the sleep is published (see Engine::schedule_timer).
-    sleep = std::min(sleep, sleep_ns_until(timers_.next_deadline_ns(), now));
-    if (sleep != 0) wire_->wait(sleep);
-    progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
+    sleep_until_woken();
   }
+}
+
+void Engine::sleep_until_woken() {
+  const uint64_t now = clock_->now_ns();
+  uint64_t sleep = sleep_ns_until(timers_.next_deadline_ns(), now);
+  if (sleep == 0) return;
+  progress_sleeps_until_ns_.store(now + sleep, std::memory_order_seq_cst);
+  // A timer armed since the look above saw no sleeper to wake: look again
+  // now that the sleep is published (see Engine::schedule_timer).
+  sleep = std::min(sleep, sleep_ns_until(timers_.next_deadline_ns(), now));
+  if (sleep != 0) wire_->wait(sleep);
+  progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace softverbs

@@ -83,6 +83,7 @@ class FaultInjector final : public Wire {
   void wake() override { inner_->wake(); }
   void begin_application_poll() override { inner_->begin_application_poll(); }
   bool end_application_poll() override { return inner_->end_application_poll(); }
+  bool application_polling() const override { return inner_->application_polling(); }
   bool accepts_runs(const WireAddress& dst) override { return inner_->accepts_runs(dst); }
   void set_accepting_runs(bool accepting) override { inner_->set_accepting_runs(accepting); }
   // True while the plan has any rule: then every packet must be a frame of

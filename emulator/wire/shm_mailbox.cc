@@ -195,6 +195,10 @@ void ShmMailbox::wake_sleeper() {
 
 void ShmMailbox::begin_poll() { header().pollers.fetch_add(1, std::memory_order_seq_cst); }
 
+bool ShmMailbox::polling() const {
+  return (header().pollers.load(std::memory_order_relaxed) & kPollerCountMask) != 0;
+}
+
 bool ShmMailbox::end_poll() {
   std::atomic<uint32_t>& pollers = header().pollers;
   const uint32_t before = pollers.fetch_sub(1, std::memory_order_seq_cst);

@@ -131,6 +131,7 @@ class ShmMailbox {
   // not have seen: the caller must wake() the waiter.
   void begin_poll();
   bool end_poll();
+  bool polling() const;
 
   // ---- Anyone.
 

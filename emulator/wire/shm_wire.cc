@@ -210,6 +210,8 @@ void ShmWire::begin_application_poll() { inbox_->begin_poll(); }
 
 bool ShmWire::end_application_poll() { return inbox_->end_poll(); }
 
+bool ShmWire::application_polling() const { return inbox_->polling(); }
+
 bool ShmWire::accepts_runs(const WireAddress& dst) {
   ProcessRef owner;
   if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return false;

@@ -55,6 +55,7 @@ class ShmWire final : public Wire {
   void wake() override;
   void begin_application_poll() override;
   bool end_application_poll() override;
+  bool application_polling() const override;
   bool has_deferred() const override;
   bool may_have_input() const override;
   bool accepts_runs(const WireAddress& dst) override;

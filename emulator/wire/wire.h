@@ -48,6 +48,8 @@ class Wire {
   // when a frame may have arrived unseen: the caller must then wake().
   virtual void begin_application_poll() {}
   virtual bool end_application_poll() { return false; }
+  // True while an application thread of this process is inside a poll.
+  virtual bool application_polling() const { return false; }
 
   // False only when poll() would surely find nothing to deliver or push on
   // (lets a busy poller skip its locks). Any thread.
