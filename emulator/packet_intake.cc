@@ -10,6 +10,18 @@
 #include "emulator/run_frame.h"
 
 namespace softverbs {
+namespace {
+
+// Tells the CPU this is a spin-wait (lets the sibling hyperthread run).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
 
 size_t Engine::progress(size_t budget) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
@@ -61,7 +73,7 @@ size_t Engine::serve_for_application(size_t budget) {
     // application spinning here on a busy core would keep it off the CPU):
     // look again briefly, then wait for it asleep.
     if (!intake_on_progress_thread_.load(std::memory_order_relaxed)) return 0;
-    for (int spin = 0; spin < kIntakeSpins && !lock.try_lock(); ++spin) __builtin_ia32_pause();
+    for (int spin = 0; spin < kIntakeSpins && !lock.try_lock(); ++spin) cpu_relax();
     if (!lock.owns_lock()) lock.lock();
   }
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
