@@ -100,6 +100,14 @@ bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame)
   return routed;
 }
 
+bool FaultInjector::send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) {
+  if (!has_tx_rules_.load(std::memory_order_relaxed) &&
+      held_frames_.load(std::memory_order_relaxed) == 0) {
+    return inner_->send_with(dst, max_bytes, writer);
+  }
+  return Wire::send_with(dst, max_bytes, writer);  // a local buffer, then send()
+}
+
 size_t FaultInjector::poll(const std::function<void(std::span<const uint8_t>)>& deliver,
                            size_t budget) {
   if (!has_rx_rules_.load(std::memory_order_relaxed) &&

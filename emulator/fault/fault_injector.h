@@ -73,6 +73,10 @@ class FaultInjector final : public Wire {
 
   // Wire.
   bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
+  // With no tx rule and nothing held, straight to the inner wire's
+  // send_with (the frame is written in place there); otherwise the frame is
+  // written into a local buffer and goes through send(), faults and all.
+  bool send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) override;
   // Returns the frames delivered, counting a received frame that a fault
   // dropped or held as one, so a caller that polls until 0 drains the inner
   // wire even when a whole batch is lost.

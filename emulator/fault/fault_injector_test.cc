@@ -175,6 +175,137 @@ TEST(FaultInjectorFastPath, NoAllocationPerFrameWhenNoRuleMatches) {
   EXPECT_EQ(delivered, 200u);
 }
 
+// ---- Frames written in place (send_with) --------------------------------------
+
+// Writes a copy of one prepared frame.
+class FrameCopier final : public FrameWriter {
+ public:
+  explicit FrameCopier(const Bytes& frame) : frame_(frame) {}
+  size_t write(std::span<uint8_t> room) override {
+    if (frame_.size() > room.size()) return 0;
+    std::memcpy(room.data(), frame_.data(), frame_.size());
+    return frame_.size();
+  }
+
+ private:
+  const Bytes& frame_;
+};
+
+// A loopback wire that counts which of its two send paths each frame took.
+class SendPathSpy final : public Wire {
+ public:
+  bool send(const WireAddress& dst, std::span<const uint8_t> frame) override {
+    ++sends;
+    return loopback.send(dst, frame);
+  }
+  bool send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) override {
+    ++sends_with;
+    return loopback.send_with(dst, max_bytes, writer);
+  }
+  size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+              size_t budget) override {
+    return loopback.poll(deliver, budget);
+  }
+  void wait(uint64_t) override {}
+  void wake() override {}
+  bool has_deferred() const override { return false; }
+  WireCounters counters() const override { return loopback.counters(); }
+
+  LoopbackWire loopback;
+  int sends = 0;
+  int sends_with = 0;
+};
+
+class FaultInjectorSendWithTest : public ::testing::Test {
+ protected:
+  FaultInjectorSendWithTest() {
+    auto spy = std::make_unique<SendPathSpy>();
+    spy_ = spy.get();
+    injector_ = std::make_unique<FaultInjector>(std::move(spy), clock_);
+  }
+  bool send_with(const Bytes& frame) {
+    FrameCopier writer(frame);
+    return injector_->send_with(WireAddress{0, kQp}, packet::kMaxFrameBytes, writer);
+  }
+  std::vector<Bytes> poll_all() {
+    std::vector<Bytes> delivered;
+    const auto keep = [&](std::span<const uint8_t> f) {
+      delivered.emplace_back(f.begin(), f.end());
+    };
+    while (injector_->poll(keep, 16) > 0) {
+    }
+    return delivered;
+  }
+
+  ManualClock clock_;
+  SendPathSpy* spy_ = nullptr;
+  std::unique_ptr<FaultInjector> injector_;
+};
+
+TEST_F(FaultInjectorSendWithTest, WithNoRuleTheFrameIsWrittenStraightIntoTheInnerWire) {
+  std::vector<Bytes> sent;
+  for (uint32_t psn = 1; psn <= 5; ++psn) {
+    sent.push_back(make_frame(kQp, psn));
+    EXPECT_TRUE(send_with(sent.back()));
+  }
+  EXPECT_EQ(spy_->sends_with, 5);
+  EXPECT_EQ(poll_all(), sent);
+}
+
+TEST_F(FaultInjectorSendWithTest, UnderTxRulesTheFrameIsFaultedAsSendWouldFaultIt) {
+  injector_->set_plan(plan_from("drop:dir=tx,nth=2; dup:dir=tx,nth=3"));
+  for (uint32_t psn = 1; psn <= 4; ++psn) EXPECT_TRUE(send_with(make_frame(kQp, psn)));
+  EXPECT_EQ(spy_->sends_with, 0);  // written locally, then sent
+  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{1, 3, 3, 4}));
+  const Counters counters = injector_->fault_counters();
+  EXPECT_EQ(counters.tx.dropped, 1u);
+  EXPECT_EQ(counters.tx.duplicated, 1u);
+}
+
+TEST_F(FaultInjectorSendWithTest, WhileFramesAreHeldItGoesThroughTheInjector) {
+  injector_->set_plan(plan_from("reorder:dir=tx,nth=1,depth=1"));
+  EXPECT_TRUE(send_with(make_frame(kQp, 1)));  // held until one frame overtakes it
+  injector_->set_plan(Plan{});                  // no rule left, one frame still held
+  EXPECT_TRUE(send_with(make_frame(kQp, 2)));
+  EXPECT_EQ(spy_->sends_with, 0);
+  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{2, 1}));
+  EXPECT_TRUE(send_with(make_frame(kQp, 3)));  // nothing held now: straight through
+  EXPECT_EQ(spy_->sends_with, 1);
+}
+
+TEST_F(FaultInjectorSendWithTest, AWriterThatWritesNothingSendsNothingEitherWay) {
+  const Bytes empty;
+  EXPECT_FALSE(send_with(empty));
+  injector_->set_plan(plan_from("dup:dir=tx"));
+  EXPECT_FALSE(send_with(empty));
+  EXPECT_TRUE(poll_all().empty());
+  EXPECT_EQ(injector_->fault_counters().matched, 0u);
+}
+
+TEST(FaultInjectorFastPath, NoAllocationPerFrameWrittenInPlace) {
+  ManualClock clock;
+  FaultInjector injector(std::make_unique<RingWire>(), clock);
+  const Bytes frame = make_frame(kQp, 1);
+  size_t delivered = 0;
+  const std::function<void(std::span<const uint8_t>)> deliver =
+      [&delivered](std::span<const uint8_t>) { ++delivered; };
+  auto allocations_for_100_frames = [&] {
+    FrameCopier writer(frame);
+    injector.send_with(WireAddress{0, kQp}, packet::kMaxFrameBytes, writer);  // warms the buffer
+    injector.poll(deliver, 16);
+    const size_t before = packet::testing::allocation_count();
+    for (int i = 0; i < 100; ++i) {
+      injector.send_with(WireAddress{0, kQp}, packet::kMaxFrameBytes, writer);
+      injector.poll(deliver, 16);
+    }
+    return packet::testing::allocation_count() - before;
+  };
+  EXPECT_EQ(allocations_for_100_frames(), 0u) << "empty plan";
+  injector.set_plan(plan_from("drop:qp=0x999; delay:op=ACKNOWLEDGE,ms=1; dup:p=0"));
+  EXPECT_EQ(allocations_for_100_frames(), 0u) << "plan with unmatched rules";
+  EXPECT_EQ(delivered, 202u);
+}
+
 // ---- Matching ---------------------------------------------------------------
 
 TEST_F(FaultInjectorTest, DropsExactlyTheNthPacketOfOneQpOnly) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -12,21 +13,21 @@
 namespace softverbs {
 namespace {
 
-constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
-constexpr uint32_t kMailboxVersion = 3;
-constexpr uint64_t kSlotMask = kMailboxSlotCount - 1;
 // MailboxHeader::pollers: how many application threads poll, and a mark
 // that a producer skipped the doorbell because of them.
 constexpr uint32_t kDoorbellSkipped = 1u << 31;
 constexpr uint32_t kPollerCountMask = kDoorbellSkipped - 1;
 
-constexpr size_t header_bytes() {
-  return (sizeof(MailboxHeader) + alignof(MailboxSlot) - 1) / alignof(MailboxSlot) *
-         alignof(MailboxSlot);
-}
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 
 std::atomic_ref<uint64_t> sequence_word(MailboxSlot& slot) {
   return std::atomic_ref<uint64_t>(slot.biased_sequence);
+}
+
+// The length is read once, through an atomic, so the value bounded is the
+// value used even while a misbehaving producer rewrites it.
+std::atomic_ref<uint32_t> length_word(MailboxSlot& slot) {
+  return std::atomic_ref<uint32_t>(slot.length);
 }
 
 uint64_t monotonic_ns() {
@@ -35,33 +36,54 @@ uint64_t monotonic_ns() {
                                    .count());
 }
 
-}  // namespace
-
-size_t ShmMailbox::segment_bytes() {
-  return header_bytes() + sizeof(MailboxSlot) * kMailboxSlotCount;
+// The header of a mapped segment, checked against the segment's size. The
+// fields are read once each; the slot count returned is the one to use.
+Errno check_header(const MailboxHeader& header, size_t segment_size, uint32_t& slot_count) {
+  if (header.magic.load(std::memory_order_acquire) != kMailboxMagic) return EAGAIN;
+  const uint32_t version = header.version;
+  const uint32_t slots = header.slot_count;
+  const uint32_t slot_bytes = header.slot_bytes;
+  const uint32_t max_frame_bytes = header.max_frame_bytes;
+  const uint64_t total_bytes = header.total_bytes;
+  if (version != kMailboxVersion || !is_valid_mailbox_slot_count(slots) ||
+      slot_bytes != sizeof(MailboxSlot) || max_frame_bytes != kShmMaxFrameBytes ||
+      total_bytes != segment_size || total_bytes != mailbox_segment_bytes(slots)) {
+    return EPROTO;
+  }
+  slot_count = slots;
+  return 0;
 }
 
-ShmMailbox::ShmMailbox(ShmSegment segment) : segment_(std::move(segment)) {
+}  // namespace
+
+ShmMailbox::ShmMailbox(ShmSegment segment, uint32_t slot_count)
+    : segment_(std::move(segment)), slot_count_(slot_count), slot_mask_(slot_count - 1u) {
   auto* base = static_cast<uint8_t*>(segment_.address());
   header_ = reinterpret_cast<MailboxHeader*>(base);
-  slots_ = reinterpret_cast<MailboxSlot*>(base + header_bytes());
+  slots_ = reinterpret_cast<MailboxSlot*>(base + mailbox_header_bytes());
 }
 
 ShmMailbox::~ShmMailbox() {
   if (!unlink_on_destroy_.empty() && getpid() == creator_pid_) unlink_segment(unlink_on_destroy_);
 }
 
-std::unique_ptr<ShmMailbox> ShmMailbox::create(const std::string& name, Errno& err) {
+std::unique_ptr<ShmMailbox> ShmMailbox::create(const std::string& name, uint32_t slot_count,
+                                               Errno& err) {
+  if (!is_valid_mailbox_slot_count(slot_count)) {
+    err = EINVAL;
+    return nullptr;
+  }
+  const size_t bytes = mailbox_segment_bytes(slot_count);
   ShmSegment segment;
-  err = ShmSegment::create_exclusive(name, segment_bytes(), segment);
+  err = ShmSegment::create_exclusive(name, bytes, segment);
   if (err == EEXIST) {
     // Names carry a generation that is never reused while the registry
     // lives, so this is the leftover of a crash from an earlier registry.
     unlink_segment(name);
-    err = ShmSegment::create_exclusive(name, segment_bytes(), segment);
+    err = ShmSegment::create_exclusive(name, bytes, segment);
   }
   if (err != 0) return nullptr;
-  if ((err = segment.map(segment_bytes())) != 0) {
+  if ((err = segment.map(bytes)) != 0) {
     unlink_segment(name);
     return nullptr;
   }
@@ -70,13 +92,14 @@ std::unique_ptr<ShmMailbox> ShmMailbox::create(const std::string& name, Errno& e
   // The segment is zeros; construct the header's atomics in place.
   auto* header = new (segment.address()) MailboxHeader{};
   header->version = kMailboxVersion;
-  header->slot_count = kMailboxSlotCount;
+  header->slot_count = slot_count;
   header->slot_bytes = sizeof(MailboxSlot);
   header->max_frame_bytes = kShmMaxFrameBytes;
-  header->total_bytes = segment_bytes();
+  header->total_bytes = bytes;
   header->magic.store(kMailboxMagic, std::memory_order_release);
 
-  std::unique_ptr<ShmMailbox> mailbox(new (std::nothrow) ShmMailbox(std::move(segment)));
+  std::unique_ptr<ShmMailbox> mailbox(new (std::nothrow)
+                                          ShmMailbox(std::move(segment), slot_count));
   if (!mailbox) {
     unlink_segment(name);
     err = ENOMEM;
@@ -93,84 +116,115 @@ std::unique_ptr<ShmMailbox> ShmMailbox::open(const std::string& name, Errno& err
   if ((err = ShmSegment::open_existing(name, segment)) != 0) return nullptr;
   struct stat st;
   if ((err = segment.stat(st)) != 0) return nullptr;
-  // The creator sizes the segment right after creating it.
-  if (static_cast<size_t>(st.st_size) < sizeof(MailboxHeader)) {
+  // The size shows once the creator has reserved the memory.
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size < mailbox_header_bytes()) {
     err = EAGAIN;
     return nullptr;
   }
-  if (static_cast<size_t>(st.st_size) != segment_bytes()) {
+  if (size < mailbox_segment_bytes(kMinMailboxSlots) ||
+      size > mailbox_segment_bytes(kMaxMailboxSlots)) {
     err = EPROTO;
     return nullptr;
   }
-  if ((err = segment.map(segment_bytes())) != 0) return nullptr;
+  if ((err = segment.map(size)) != 0) return nullptr;
   segment.close_descriptor();
-  const auto* header = static_cast<const MailboxHeader*>(segment.address());
-  if (header->magic.load(std::memory_order_acquire) != kMailboxMagic) {
-    err = EAGAIN;
-    return nullptr;
-  }
-  if (header->version != kMailboxVersion || header->slot_count != kMailboxSlotCount ||
-      header->slot_bytes != sizeof(MailboxSlot) || header->max_frame_bytes != kShmMaxFrameBytes ||
-      header->total_bytes != segment_bytes()) {
-    err = EPROTO;
-    return nullptr;
-  }
-  std::unique_ptr<ShmMailbox> mailbox(new (std::nothrow) ShmMailbox(std::move(segment)));
+  uint32_t slot_count = 0;
+  err = check_header(*static_cast<const MailboxHeader*>(segment.address()), size, slot_count);
+  if (err != 0) return nullptr;
+  std::unique_ptr<ShmMailbox> mailbox(new (std::nothrow)
+                                          ShmMailbox(std::move(segment), slot_count));
   err = mailbox ? 0 : ENOMEM;
   return mailbox;
 }
 
-MailboxSlot& ShmMailbox::slot_at(uint64_t position) const { return slots_[position & kSlotMask]; }
-
 uint64_t ShmMailbox::sequence_of(const MailboxSlot& slot, uint64_t position,
                                  std::memory_order order) const {
-  return sequence_word(const_cast<MailboxSlot&>(slot)).load(order) + (position & kSlotMask);
+  return sequence_word(const_cast<MailboxSlot&>(slot)).load(order) + (position & slot_mask_);
 }
 
 // ---- Producer side.
 
-bool ShmMailbox::reserve(Reservation& out) {
-  uint64_t position = header().enqueue_position.load(std::memory_order_relaxed);
-  for (;;) {
+ClaimResult ShmMailbox::reserve(Reservation& out) {
+  // Enough attempts to step over a lap of positions set back, and far more
+  // than producers racing for one slot ever need.
+  const uint64_t max_attempts = 2 * uint64_t{slot_count_} + 64;
+  const auto lap = static_cast<int64_t>(slot_count_);
+  bool broken = false;
+  ClaimResult result = ClaimResult::kFull;
+  // Acquire on every read of the counter keeps the slot's sequence from
+  // being read before it (a stale sequence would look like a violation).
+  uint64_t position = header().enqueue_position.load(std::memory_order_acquire);
+  for (uint64_t attempt = 0; attempt < max_attempts; ++attempt) {
     MailboxSlot& slot = slot_at(position);
     const auto lag = static_cast<int64_t>(sequence_of(slot, position) - position);
     if (lag == 0) {
-      // Free for this lap: claim it.
+      // Free for this lap: claim it (a failed exchange reloads `position`).
       if (header().enqueue_position.compare_exchange_weak(position, position + 1,
-                                                          std::memory_order_relaxed)) {
+                                                          std::memory_order_acquire)) {
         out = Reservation{position, &slot};
-        return true;
+        result = ClaimResult::kClaimed;
+        break;
       }
     } else if (lag < 0) {
-      return false;  // the consumer has not freed it since the last lap: full
-    } else {
-      position = header().enqueue_position.load(std::memory_order_relaxed);
+      // Full: the slot still holds the last lap's frame (lag 1 - N) or
+      // claim (lag -N). Any other lag behind is a scribbled counter.
+      if (lag != -lap && lag != 1 - lap) broken = true;
+      break;
+    } else if (help_past_set_back_claim(position)) {
+      broken = true;
     }
   }
+  if (!broken) return result;
+  note_violation();
+  return result == ClaimResult::kClaimed ? result : ClaimResult::kBroken;
 }
 
-void ShmMailbox::commit(const Reservation& reservation, std::span<const uint8_t> frame) {
+// The slot at `position` is already past this lap: normally another
+// producer claimed it and moved the counter on. If the counter still reads
+// `position`, it was set back (nothing in the protocol moves it backwards),
+// so step it forward. Returns true on such a violation.
+bool ShmMailbox::help_past_set_back_claim(uint64_t& position) {
+  const uint64_t current = header().enqueue_position.load(std::memory_order_acquire);
+  if (current != position) {
+    position = current;
+    return false;
+  }
+  if (header().enqueue_position.compare_exchange_strong(position, position + 1,
+                                                        std::memory_order_acquire)) {
+    ++position;
+  }
+  return true;
+}
+
+void ShmMailbox::publish(const Reservation& reservation, size_t length) {
   MailboxSlot& slot = *reservation.slot;
-  slot.length = static_cast<uint32_t>(frame.size());
-  std::memcpy(slot.bytes, frame.data(), frame.size());
-  const uint64_t index = reservation.position & kSlotMask;
-  uint64_t expected = reservation.position - index;
+  length_word(slot).store(static_cast<uint32_t>(std::min(length, kShmMaxFrameBytes)),
+                          std::memory_order_relaxed);
+  uint64_t expected = biased(reservation.position, reservation.position);
   // A compare-exchange, not a store: if the consumer gave this slot up
   // because we stalled too long, the frame is lost and the slot, already
   // handed to the next lap, must not be touched. Being sequentially
   // consistent, it also orders the publication before the doorbell check
   // below (the consumer does the mirror image in wait()).
-  sequence_word(slot).compare_exchange_strong(expected, reservation.position + 1 - index,
-                                              std::memory_order_seq_cst);
+  sequence_word(slot).compare_exchange_strong(
+      expected, biased(reservation.position + 1, reservation.position), std::memory_order_seq_cst);
+  // Even for an empty slot: frames published behind it wait for it.
   ring_doorbell();
 }
 
-bool ShmMailbox::try_push(std::span<const uint8_t> frame) {
-  if (frame.empty() || frame.size() > kShmMaxFrameBytes) return false;
+void ShmMailbox::commit(const Reservation& reservation, std::span<const uint8_t> frame) {
+  const size_t length = std::min(frame.size(), kShmMaxFrameBytes);
+  std::memcpy(reservation.slot->bytes, frame.data(), length);
+  publish(reservation, length);
+}
+
+ClaimResult ShmMailbox::try_push(std::span<const uint8_t> frame) {
+  if (frame.empty() || frame.size() > kShmMaxFrameBytes) return ClaimResult::kFull;
   Reservation reservation;
-  if (!reserve(reservation)) return false;
-  commit(reservation, frame);
-  return true;
+  const ClaimResult result = reserve(reservation);
+  if (result == ClaimResult::kClaimed) commit(reservation, frame);
+  return result;
 }
 
 void ShmMailbox::ring_doorbell() {
@@ -217,61 +271,140 @@ bool ShmMailbox::has_ready_frame(std::memory_order order) const {
 }
 
 bool ShmMailbox::peek(std::span<const uint8_t>& frame) {
-  for (;;) {
+  bool looking_for_stalls = false;
+  for (uint32_t looked = 0; looked < slot_count_; ++looked) {
     const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
-    MailboxSlot& slot = slot_at(position);
-    if (sequence_of(slot, position) == position + 1) {
-      // Read the length once and bound it: the producer is trusted to be of
-      // this user, not to be bug-free.
-      uint32_t length = slot.length;
-      if (length > kShmMaxFrameBytes) length = kShmMaxFrameBytes;
-      frame = std::span<const uint8_t>(slot.bytes, length);
-      return true;
+    const uint64_t sequence = sequence_of(slot_at(position), position);
+    if (sequence == position + 1) {
+      if (take_published(position, frame)) return true;
+      continue;  // empty, or a length out of bounds: released
+    }
+    // At the consumer's position a slot is free or claimed for this lap
+    // (`position`) or published in it; anything else is scribbled.
+    if (sequence != position) {
+      discard_scribbled(position, sequence);
+      continue;
     }
     // Looking for a stalled producer reads the producers' claim counter,
     // whose cache line they write on every push: do it seldom while busy
-    // polling, and whenever wait() saw a claimed slot.
-    if ((++empty_peeks_ % kEmptyPeeksPerStallCheck) != 0 &&
+    // polling, whenever wait() saw a claimed slot, and, once a slot was
+    // given up, for the slots right behind it.
+    if (!looking_for_stalls && (++empty_peeks_ % kEmptyPeeksPerStallCheck) != 0 &&
         !stall_check_due_.load(std::memory_order_relaxed))
       return false;
     stall_check_due_.store(false, std::memory_order_relaxed);
-    if (!skip_if_stalled()) return false;
+    if (!look_for_stall()) return false;
+    looking_for_stalls = true;
   }
+  return false;
+}
+
+// The slot at `position` is published. true with its frame; false when
+// there is nothing to deliver (published empty, or with a length out of
+// bounds), and then the slot is released.
+bool ShmMailbox::take_published(uint64_t position, std::span<const uint8_t>& frame) {
+  MailboxSlot& slot = slot_at(position);
+  const uint32_t length = length_word(slot).load(std::memory_order_relaxed);
+  if (length != 0 && length <= kShmMaxFrameBytes) {
+    frame = std::span<const uint8_t>(slot.bytes, length);
+    return true;
+  }
+  if (length != 0) note_violation();
+  release_peeked();
+  return false;
 }
 
 void ShmMailbox::release_peeked() {
   const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
-  MailboxSlot& slot = slot_at(position);
   // Free for the producer of the next lap.
-  sequence_word(slot).store(position + kMailboxSlotCount - (position & kSlotMask),
-                            std::memory_order_release);
+  sequence_word(slot_at(position))
+      .store(biased(position + slot_count_, position), std::memory_order_release);
   dequeue_position_.store(position + 1, std::memory_order_relaxed);
+}
+
+// A sequence word no producer of this protocol writes: free the slot for
+// the next lap, as releasing it would, and move on.
+void ShmMailbox::discard_scribbled(uint64_t position, uint64_t sequence) {
+  note_violation();
+  uint64_t expected = biased(sequence, position);
+  if (sequence_word(slot_at(position))
+          .compare_exchange_strong(expected, biased(position + slot_count_, position))) {
+    dequeue_position_.store(position + 1, std::memory_order_relaxed);
+  }
+  // Otherwise it changed meanwhile: the caller looks again.
 }
 
 // The slot at the head is not published. If a producer claimed it (the claim
 // counter is past it) and has not published it for the stall limit, it died
 // or was stopped between the two steps; give the slot up so the frames
-// behind it flow again. Returns true when it skipped the slot.
-bool ShmMailbox::skip_if_stalled() {
+// behind it flow again. Slots claimed before the stall was first seen are
+// as old, and are given up without a new wait. A claim counter that no
+// producer could have left is repaired. Returns true when it skipped the
+// slot (or the slot changed): look at the head again.
+bool ShmMailbox::look_for_stall() {
+  restore_header();
   const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
-  if (header().enqueue_position.load(std::memory_order_acquire) <= position) return false;
+  const uint64_t claimed = header().enqueue_position.load(std::memory_order_acquire);
+  // Producers never claim behind the consumer nor more than a lap ahead
+  // of it, and the counter never goes back: anything else was scribbled.
+  if (claimed - position > slot_count_ || (stall_watched_ && claimed < stall_end_)) {
+    return repair_claim_counter();
+  }
+  if (claimed == position) return false;  // nothing claimed: just empty
   const uint64_t now = monotonic_ns();
-  if (stalled_position_ != position) {
-    stalled_position_ = position;
+  if (!stall_watched_ || position < stall_begin_ || position >= stall_end_) {
+    stall_watched_ = true;
+    stall_begin_ = position;
+    stall_end_ = claimed;
     stalled_since_ns_ = now;
     return false;
   }
   if (now - stalled_since_ns_ < stall_limit_ns_) return false;
-  MailboxSlot& slot = slot_at(position);
-  const uint64_t index = position & kSlotMask;
-  uint64_t expected = position - index;
-  if (!sequence_word(slot).compare_exchange_strong(expected,
-                                                   position + kMailboxSlotCount - index)) {
-    return true;  // published just now: peek will take it
+  uint64_t expected = biased(position, position);
+  if (!sequence_word(slot_at(position))
+           .compare_exchange_strong(expected, biased(position + slot_count_, position))) {
+    return true;  // published (or scribbled) just now: peek looks again
   }
   header().abandoned_slots.fetch_add(1, std::memory_order_relaxed);
   dequeue_position_.store(position + 1, std::memory_order_relaxed);
   return true;
+}
+
+// The header's geometry, rewritten if anyone changed it, so producers that
+// open the mailbox later are not refused. Seldom (with the stall checks):
+// it reads a few words nobody writes.
+void ShmMailbox::restore_header() {
+  MailboxHeader& h = header();
+  if (h.magic.load(std::memory_order_relaxed) == kMailboxMagic && h.version == kMailboxVersion &&
+      h.slot_count == slot_count_ && h.slot_bytes == sizeof(MailboxSlot) &&
+      h.max_frame_bytes == kShmMaxFrameBytes && h.total_bytes == segment_bytes()) {
+    return;
+  }
+  note_violation();
+  h.version = kMailboxVersion;
+  h.slot_count = slot_count_;
+  h.slot_bytes = sizeof(MailboxSlot);
+  h.max_frame_bytes = kShmMaxFrameBytes;
+  h.total_bytes = segment_bytes();
+  h.magic.store(kMailboxMagic, std::memory_order_release);
+}
+
+// Points the claim counter back between the consumer and one lap ahead: at
+// the first slot after the consumer that is not published, so producers
+// claim what is free. A store, not a compare-exchange: producers stepping
+// over what they take for set-back claims may move the counter all the
+// time, and would otherwise keep the repair from ever landing. Frames being
+// written into slots claimed meanwhile, or before the counter was
+// scribbled, may be overwritten: lost or spoiled, never a hang.
+bool ShmMailbox::repair_claim_counter() {
+  note_violation();
+  stall_watched_ = false;
+  uint64_t next = dequeue_position_.load(std::memory_order_relaxed);
+  for (uint32_t looked = 0; looked < slot_count_; ++looked, ++next) {
+    if (sequence_of(slot_at(next), next) != next + 1) break;
+  }
+  header().enqueue_position.store(next, std::memory_order_release);
+  return false;
 }
 
 void ShmMailbox::wait(uint64_t timeout_ns) {
@@ -288,7 +421,7 @@ void ShmMailbox::wait(uint64_t timeout_ns) {
     return;
   }
   // A claimed slot will be published with a doorbell, unless its producer
-  // died: then wake up in time to give it up.
+  // died (or the counter was scribbled): then wake up in time to see to it.
   if (header().enqueue_position.load() != dequeue_position_.load(std::memory_order_relaxed)) {
     stall_check_due_.store(true, std::memory_order_relaxed);
     if (timeout_ns > stall_limit_ns_) timeout_ns = stall_limit_ns_;

@@ -1,12 +1,23 @@
 // A process's mailbox on the shared-memory wire: a bounded ring of fixed-size
-// frame slots in a shared-memory segment, which any thread of any process of
-// this user may push into and one thread of the owning process pops from.
+// frame slots in a shared-memory segment (layout in shm_mailbox_layout.h),
+// which any thread of any process of this user may push into and one thread
+// of the owning process pops from.
 //
 // The ring is Dmitry Vyukov's bounded queue: every slot carries a sequence
 // number that says whose turn it is (a producer of lap L, or the consumer
 // after that producer), so producers only contend on one counter and the
 // consumer never writes a shared counter at all. Only C++ atomics are used, and
 // they are lock-free, so they work across processes.
+//
+// A peer that breaks the protocol (a bug that scribbles on the claim counter,
+// a sequence word or a length) is survived, never waited for: every loop on
+// shared state is bounded, a producer that cannot claim a slot says the ring
+// is full or broken and the caller holds its frame, and the consumer repairs
+// what its own position tells it is impossible (a claim counter behind it or
+// more than a ring ahead, a sequence word of neither this lap's producer nor
+// this lap's frame) and skips it. What such a peer can still do is spoil or
+// replay frame bytes: the ICRC check upstream drops those. Every such event
+// is counted (protocol_violations()).
 //
 // The doorbell: a consumer about to sleep sets `consumer_sleeping`, looks at
 // the ring once more, and futex-waits on that word. A producer reads the word
@@ -26,14 +37,11 @@
 #include <string>
 
 #include "emulator/types.h"
+#include "emulator/wire/shm_mailbox_layout.h"
 #include "emulator/wire/shm_segment.h"
 
 namespace softverbs {
 
-// The largest frame the shared-memory wire carries: a 4096-byte payload with
-// every header an IB packet can have, rounded up.
-inline constexpr size_t kShmMaxFrameBytes = 4224;
-inline constexpr uint32_t kMailboxSlotCount = 2048;  // a power of two
 // A slot claimed by a producer that has not published it for this long is
 // given up (the producer died or is stopped): see ShmMailbox::peek.
 inline constexpr uint64_t kDefaultStallLimitNs = 2'000'000'000;
@@ -41,50 +49,26 @@ inline constexpr uint64_t kDefaultStallLimitNs = 2'000'000'000;
 // peeks (and after every wait()).
 inline constexpr uint64_t kEmptyPeeksPerStallCheck = 1024;
 
-static_assert(std::atomic<uint64_t>::is_always_lock_free);
-static_assert(std::atomic<uint32_t>::is_always_lock_free);
-static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
-static_assert((kMailboxSlotCount & (kMailboxSlotCount - 1)) == 0);
-
-// The segment's layout. The memory starts as zeros (ftruncate) and the
-// fields are such that zero is the right initial value, so pages are only
-// touched once the ring reaches them.
-struct alignas(64) MailboxSlot {
-  // The Vyukov sequence minus this slot's index: zero means "free for the
-  // producer of lap 0", which is what a fresh segment holds. A plain integer
-  // used through std::atomic_ref, so the zeros need no constructor run.
-  uint64_t biased_sequence;
-  uint32_t length;
-  uint32_t reserved;
-  uint8_t bytes[kShmMaxFrameBytes];
-};
-
-struct MailboxHeader {
-  std::atomic<uint64_t> magic;  // published last, with release
-  uint32_t version;
-  uint32_t slot_count;
-  uint32_t slot_bytes;
-  uint32_t max_frame_bytes;
-  uint64_t total_bytes;
-  alignas(64) std::atomic<uint64_t> enqueue_position;  // producers' claim counter
-  alignas(64) std::atomic<uint32_t> consumer_sleeping;  // the futex word
-  std::atomic<uint32_t> wake_requested;                // wake() before wait()
-  std::atomic<uint64_t> abandoned_slots;               // given up, see peek()
-  // Application threads polling now, and a skipped-doorbell mark. On a line
-  // of its own: the owner writes it twice a poll, producers read it only
-  // when the consumer sleeps.
-  alignas(64) std::atomic<uint32_t> pollers;
-  std::atomic<uint32_t> accepting_runs;  // the owner pulls runs' payloads (see run_frame.h)
+// What a producer's attempt to take a slot came to.
+enum class ClaimResult {
+  kClaimed,
+  kFull,    // every slot holds a frame the consumer has not taken yet
+  kBroken,  // the shared counters break the protocol: treat as full, and
+            // count it; the consumer repairs them
 };
 
 class ShmMailbox {
  public:
-  // Creates segment `name` and becomes its consumer; the destructor unlinks
-  // it. nullptr + err (EACCES, ENOMEM, EEXIST, ...).
-  static std::unique_ptr<ShmMailbox> create(const std::string& name, Errno& err);
-  // Maps an existing mailbox to push into it. ENOENT when there is none,
-  // EAGAIN while its creator is still initializing it, EPROTO on a layout
-  // from another version.
+  // Creates segment `name` with `slot_count` slots (is_valid_mailbox_slot_count)
+  // and its memory reserved, and becomes its consumer; the destructor
+  // unlinks it. nullptr + err: EINVAL (bad slot count), ENOSPC (no room in
+  // /dev/shm), EACCES, ENOMEM, EEXIST...
+  static std::unique_ptr<ShmMailbox> create(const std::string& name, uint32_t slot_count,
+                                            Errno& err);
+  // Maps an existing mailbox to push into it, whatever its slot count.
+  // ENOENT when there is none, EAGAIN while its creator is still
+  // initializing it, EPROTO on a layout from another version or a header
+  // that does not match the segment's size.
   static std::unique_ptr<ShmMailbox> open(const std::string& name, Errno& err);
   ~ShmMailbox();
 
@@ -94,29 +78,40 @@ class ShmMailbox {
   // ---- Producer side: any thread of any process.
 
   // Copies `frame` (1..kShmMaxFrameBytes bytes) into the ring and rings the
-  // doorbell if the consumer sleeps. false when the ring is full or the frame
-  // too large.
-  bool try_push(std::span<const uint8_t> frame);
+  // doorbell if the consumer sleeps. kFull also for a frame of a bad size.
+  ClaimResult try_push(std::span<const uint8_t> frame);
 
-  // try_push in two steps, so a test can play a producer that stops between
-  // claiming a slot and publishing it.
+  // try_push in steps: claim a slot, write the frame into it in place, then
+  // publish it. Never waits: the claim is bounded in attempts.
   struct Reservation {
     uint64_t position = 0;
     MailboxSlot* slot = nullptr;
   };
-  bool reserve(Reservation& out);
+  ClaimResult reserve(Reservation& out);
+  // Where the frame goes: kShmMaxFrameBytes bytes of the claimed slot.
+  static std::span<uint8_t> room(const Reservation& reservation) {
+    return std::span<uint8_t>(reservation.slot->bytes, kShmMaxFrameBytes);
+  }
+  // Publishes the first `length` bytes of the room (clamped to it); 0
+  // publishes an empty slot, which the consumer skips silently.
+  void publish(const Reservation& reservation, size_t length);
+  // Copies `frame` into the room and publishes it.
   void commit(const Reservation& reservation, std::span<const uint8_t> frame);
 
   // ---- Consumer side: one thread at a time, in the creating process.
 
   // Shows the oldest frame without removing it; false when none is ready.
-  // The span stays valid until release_peeked(). A slot claimed but not
-  // published for the stall limit is given up and skipped (its producer died
-  // mid-copy; otherwise the ring would be stuck for good). A producer that
-  // was merely stopped that long (a debugger) loses its frame; should a whole
-  // lap of frames pass before it resumes copying, it may also spoil the
-  // frame that reused the slot: RC retransmits the one and the ICRC check
-  // rejects the other.
+  // The span points into shared memory, which a misbehaving producer can
+  // still change: copy before checking. It stays valid until
+  // release_peeked(). Bounded: looks at no more than one lap of slots.
+  //
+  // A slot claimed but not published for the stall limit is given up and
+  // skipped (its producer died mid-copy; otherwise the ring would be stuck
+  // for good), and so are slots claimed before it that are still not
+  // published. A producer that was merely stopped that long (a debugger)
+  // loses its frame; should a whole lap of frames pass before it resumes
+  // copying, it may also spoil the frame that reused the slot: RC
+  // retransmits the one and the ICRC check rejects the other.
   bool peek(std::span<const uint8_t>& frame);
   void release_peeked();
 
@@ -154,31 +149,66 @@ class ShmMailbox {
   bool consumer_asleep() const;
   uint64_t abandoned_slots() const;
 
-  static size_t segment_bytes();
+  // Protocol violations this process saw on this ring, as its producer or
+  // its consumer. Kept in this process, not in the segment. The wire points
+  // every mailbox it maps at one counter of its own.
+  uint64_t protocol_violations() const {
+    return violations_->load(std::memory_order_relaxed);
+  }
+  void count_violations_in(std::atomic<uint64_t>& counter) { violations_ = &counter; }
+
+  uint32_t slot_count() const { return slot_count_; }
+  // The consumer's position: how many slots it has taken or skipped.
+  uint64_t consumer_position() const { return dequeue_position_.load(std::memory_order_relaxed); }
+  size_t segment_bytes() const { return mailbox_segment_bytes(slot_count_); }
+  // The mapped segment, whole (tests check that peeked frames lie in it).
+  std::span<const uint8_t> mapped_segment() const {
+    return std::span<const uint8_t>(static_cast<const uint8_t*>(segment_.address()),
+                                    segment_.mapped_size());
+  }
 
  private:
-  explicit ShmMailbox(ShmSegment segment);
+  ShmMailbox(ShmSegment segment, uint32_t slot_count);
   MailboxHeader& header() const { return *header_; }
-  MailboxSlot& slot_at(uint64_t position) const;
+  MailboxSlot& slot_at(uint64_t position) const { return slots_[position & slot_mask_]; }
   uint64_t sequence_of(const MailboxSlot& slot, uint64_t position,
                        std::memory_order order = std::memory_order_acquire) const;
+  uint64_t biased(uint64_t sequence, uint64_t position) const {
+    return sequence - (position & slot_mask_);
+  }
   bool has_ready_frame(std::memory_order order = std::memory_order_acquire) const;
-  bool skip_if_stalled();
+  bool help_past_set_back_claim(uint64_t& position);
+  bool take_published(uint64_t position, std::span<const uint8_t>& frame);
+  void discard_scribbled(uint64_t position, uint64_t sequence);
+  bool look_for_stall();
+  bool repair_claim_counter();
+  void restore_header();
   void ring_doorbell();
   void wake_sleeper();
+  void note_violation() { violations_->fetch_add(1, std::memory_order_relaxed); }
 
   ShmSegment segment_;
   MailboxHeader* header_ = nullptr;
   MailboxSlot* slots_ = nullptr;
+  // The geometry, checked once when mapping; the header's copy is never
+  // read again.
+  uint32_t slot_count_ = 0;
+  uint64_t slot_mask_ = 0;
   std::string unlink_on_destroy_;  // set for the consumer only
   int creator_pid_ = 0;            // a forked copy must not unlink it
+  std::atomic<uint64_t> own_violations_{0};
+  std::atomic<uint64_t>* violations_ = &own_violations_;
 
   // Consumer-only state, private to this process.
   // Read by end_poll() on an application thread while the consumer may be
   // another thread: atomic, written by the consumer only.
   std::atomic<uint64_t> dequeue_position_{0};
   uint64_t stall_limit_ns_ = kDefaultStallLimitNs;
-  uint64_t stalled_position_ = UINT64_MAX;
+  // Positions [stall_begin_, stall_end_) were all claimed when the consumer
+  // first found stall_begin_ claimed but unpublished, at stalled_since_ns_.
+  bool stall_watched_ = false;
+  uint64_t stall_begin_ = 0;
+  uint64_t stall_end_ = 0;
   uint64_t stalled_since_ns_ = 0;
   uint64_t empty_peeks_ = 0;
   // Set by wait() on the waiting thread, read by peek() on the consumer.

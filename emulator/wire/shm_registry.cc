@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "emulator/wire/process_identity.h"
 #include "emulator/wire/shm_names.h"
+#include "emulator/wire/shm_space.h"
 
 namespace softverbs {
 namespace {
@@ -25,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kAttachDeadline = std::chrono::seconds(10);
 constexpr auto kSuspectCreatorAfter = std::chrono::milliseconds(200);
 constexpr auto kAttachPollInterval = std::chrono::milliseconds(1);
+// Far longer than any holder keeps the registry mutex.
+constexpr time_t kLockDeadlineSeconds = 10;
 
 template <typename T>
 std::atomic_ref<T> shared(T& field) {
@@ -141,10 +145,15 @@ void remove_stray_mailboxes(const std::string& user_stem) {
 // The registry mutex, robust: if a process died holding it, the next locker
 // gets it (EOWNERDEAD) and marks it consistent; the update order described
 // in shm_registry_layout.h makes whatever the dead process left harmless.
+// The wait is bounded: a mutex word scribbled on by a broken peer makes
+// registry calls fail with ETIMEDOUT instead of hanging.
 class ShmRegistry::Lock {
  public:
   explicit Lock(pthread_mutex_t& mutex) : mutex_(mutex) {
-    int rc = pthread_mutex_lock(&mutex_);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += kLockDeadlineSeconds;
+    int rc = pthread_mutex_clocklock(&mutex_, CLOCK_MONOTONIC, &deadline);
     if (rc == EOWNERDEAD) rc = pthread_mutex_consistent(&mutex_);
     error_ = rc;
   }
@@ -194,6 +203,9 @@ std::unique_ptr<ShmRegistry> ShmRegistry::attach(Errno& err) {
       err = ShmSegment::create_exclusive(name, sizeof(RegistryLayout), segment);
       if (err == 0) {
         creator = true;
+      } else if (err == ENOSPC) {
+        report_shm_shortage("registry", sizeof(RegistryLayout));
+        return nullptr;
       } else if (err == EEXIST) {
         err = ShmSegment::open_existing(name, segment);
         if (err == ENOENT) continue;  // unlinked in between
@@ -320,10 +332,10 @@ void ShmRegistry::clear_slot_locked(uint32_t slot) {
   const uint64_t generation = load_shared(entry.generation);
   if (generation == 0) return;
   if (entry.qpn_count != 0) {
-    const auto owner_mark = static_cast<uint16_t>(slot + 1);
+    const auto owner_mark = static_cast<uint8_t>(slot + 1);
     for (uint32_t device = 0; device < kMaxRegistryDevices; ++device) {
       for (uint32_t qpn = kFirstAllocatableQpn; qpn < kQpnTableSize; ++qpn) {
-        uint16_t& owner = layout().qpn_owner[device][qpn];
+        uint8_t& owner = layout().qpn_owner[device][qpn];
         if (load_shared(owner) == owner_mark) shared(owner).store(0);
       }
     }
@@ -348,7 +360,7 @@ Errno ShmRegistry::allocate_qpn(uint32_t device_index, uint32_t& qpn) {
         kFirstAllocatableQpn + (cursor - kFirstAllocatableQpn + step) % kQpnsPerDevice;
     if (load_shared(owners[candidate]) != 0) continue;
     ++layout().slots[self_.slot].qpn_count;  // before the entry: never undercount
-    shared(owners[candidate]).store(static_cast<uint16_t>(self_.slot + 1));
+    shared(owners[candidate]).store(static_cast<uint8_t>(self_.slot + 1));
     cursor = candidate + 1;
     qpn = candidate;
     return 0;
@@ -363,7 +375,7 @@ void ShmRegistry::release_qpn(uint32_t device_index, uint32_t qpn) {
   }
   Lock lock(layout().mutex);
   if (lock.error() != 0) return;
-  uint16_t& owner = layout().qpn_owner[device_index][qpn];
+  uint8_t& owner = layout().qpn_owner[device_index][qpn];
   if (load_shared(owner) != self_.slot + 1) return;
   shared(owner).store(0);
   RegistryProcessSlot& entry = layout().slots[self_.slot];
@@ -372,12 +384,15 @@ void ShmRegistry::release_qpn(uint32_t device_index, uint32_t qpn) {
 
 // A seqlock read: pid and start time only change while the generation is 0,
 // and generations are never reused, so equal non-zero generations before and
-// after mean the fields in between belong to that generation.
+// after mean the fields in between belong to that generation. A slot that
+// keeps changing under the reader (no correct process changes one that
+// fast) reads as free.
 bool ShmRegistry::read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
                             uint64_t& start_time) const {
+  constexpr int kReadAttempts = 64;
   if (slot >= kMaxProcessSlots) return false;
   const RegistryProcessSlot& entry = layout().slots[slot];
-  for (;;) {
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
     const uint64_t before = load_shared(entry.generation);
     if (before == 0) return false;
     pid = load_shared(entry.pid);
@@ -387,13 +402,14 @@ bool ShmRegistry::read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
       return true;
     }
   }
+  return false;
 }
 
 bool ShmRegistry::find_qpn_owner(uint32_t device_index, uint32_t qpn, ProcessRef& owner) const {
   if (device_index >= kMaxRegistryDevices || qpn < kFirstAllocatableQpn || qpn >= kQpnTableSize) {
     return false;
   }
-  const uint16_t mark = load_shared(layout().qpn_owner[device_index][qpn]);
+  const uint8_t mark = load_shared(layout().qpn_owner[device_index][qpn]);
   if (mark == 0) return false;
   uint64_t generation = 0;
   uint32_t pid = 0;

@@ -40,7 +40,10 @@ class ShmRegistry {
   // their mailbox segments) of dead processes. nullptr + err on failure:
   // EACCES (segment not ours or not 0600), EAGAIN (no free slot, or the
   // segment never got initialized), EPROTO (another layout version), EINVAL
-  // ($SOFTVERBS_SHM_PREFIX unusable), ENOMEM.
+  // ($SOFTVERBS_SHM_PREFIX unusable), ENOSPC (no room in /dev/shm to create
+  // the segment, whose memory is reserved at creation; a message on stderr
+  // says how to make room), ETIMEDOUT (the registry mutex stayed taken),
+  // ENOMEM.
   static std::unique_ptr<ShmRegistry> attach(Errno& err);
   // Releases this process's QPNs and slot; unlinks the segment if no process
   // is left attached. Destroy the ShmWire built on this registry first.

@@ -16,14 +16,17 @@
 
 namespace softverbs {
 
-inline constexpr uint32_t kMaxProcessSlots = 256;
+// 255 so that a QPN's owner (slot + 1) fits in a byte: the QPN table, the
+// bulk of the segment, is then 2 MiB, all of it reserved when created.
+inline constexpr uint32_t kMaxProcessSlots = 255;
 inline constexpr uint32_t kMaxRegistryDevices = 16;
 // QPNs 2 .. kQpnTableSize-1 are handed out; 0 and 1 are QP0 and QP1.
 inline constexpr uint32_t kQpnTableSize = 1u << 17;
 inline constexpr uint32_t kFirstAllocatableQpn = 2;
 
 inline constexpr uint64_t kRegistryMagic = 0x67722d76667373ull;  // "ssfv-rg"
-inline constexpr uint32_t kRegistryVersion = 1;
+// 2: one byte per QPN owner, 255 process slots, memory reserved at creation.
+inline constexpr uint32_t kRegistryVersion = 2;
 
 // Fields read without the mutex are plain integers accessed through
 // std::atomic_ref: the segment starts as zeros, and zero is every field's
@@ -31,7 +34,7 @@ inline constexpr uint32_t kRegistryVersion = 1;
 // QPN table stay unallocated.
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
-static_assert(std::atomic_ref<uint16_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint8_t>::is_always_lock_free);
 
 struct RegistryProcessSlot {
   uint64_t generation;  // 0: free. Unique for the registry's lifetime.
@@ -53,10 +56,11 @@ struct RegistryLayout {
   uint32_t next_qpn[kMaxRegistryDevices];  // round-robin cursors
   alignas(64) RegistryProcessSlot slots[kMaxProcessSlots];
   // Owner of each QPN: slot index + 1, or 0 when free. Written under the
-  // mutex, read lock-free by the data path.
-  alignas(4096) uint16_t qpn_owner[kMaxRegistryDevices][kQpnTableSize];
+  // mutex, read lock-free by the data path. Any value a byte can hold names
+  // a slot in range or none.
+  alignas(4096) uint8_t qpn_owner[kMaxRegistryDevices][kQpnTableSize];
 };
 
-static_assert(kMaxProcessSlots < UINT16_MAX);
+static_assert(kMaxProcessSlots <= UINT8_MAX);
 
 }  // namespace softverbs

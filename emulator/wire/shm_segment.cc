@@ -46,13 +46,26 @@ Errno ShmSegment::create_exclusive(const std::string& name, size_t size, ShmSegm
   if (fd < 0) return errno;
   out.fd_ = fd;
   // The umask may have taken bits away; the mode must be exactly 0600.
-  if (fchmod(fd, S_IRUSR | S_IWUSR) != 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    Errno err = errno;
+  Errno err = fchmod(fd, S_IRUSR | S_IWUSR) == 0 ? 0 : errno;
+  if (err == 0) err = reserve_zeros(fd, size);
+  if (err != 0) {
     shm_unlink(name.c_str());
     out = ShmSegment();
-    return err;
   }
-  return 0;
+  return err;
+}
+
+// Allocates the memory behind the first `size` bytes now rather than when a
+// page is first touched: ftruncate alone leaves a sparse file, and a full
+// tmpfs then kills whoever touches a new page with SIGBUS. On tmpfs the
+// file's size is set only once every page is there.
+Errno ShmSegment::reserve_zeros(int fd, size_t size) {
+  constexpr int kInterruptionsTolerated = 100;
+  Errno err = EINTR;
+  for (int attempt = 0; attempt < kInterruptionsTolerated && err == EINTR; ++attempt) {
+    err = posix_fallocate(fd, 0, static_cast<off_t>(size));  // returns the error, errno untouched
+  }
+  return err;
 }
 
 Errno ShmSegment::open_existing(const std::string& name, ShmSegment& out) {

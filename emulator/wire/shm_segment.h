@@ -23,7 +23,11 @@ class ShmSegment {
   ~ShmSegment();  // unmaps and closes; never unlinks
 
   // Creates `name` (O_CREAT|O_EXCL, mode 0600 whatever the umask) and sizes
-  // it to `size` bytes of zeros. EEXIST when it is already there.
+  // it to `size` bytes of zeros whose memory is reserved (posix_fallocate),
+  // so touching any of it later can never raise SIGBUS. The size shows only
+  // once all of it is reserved (an opener sees 0 until then). EEXIST when it
+  // is already there; ENOSPC when the filesystem has no room (the segment is
+  // then removed).
   static Errno create_exclusive(const std::string& name, size_t size, ShmSegment& out);
 
   // Opens an existing segment without mapping it. ENOENT when absent.
@@ -41,6 +45,7 @@ class ShmSegment {
   size_t mapped_size() const { return mapped_size_; }
 
  private:
+  static Errno reserve_zeros(int fd, size_t size);
   void release();
 
   int fd_ = -1;

@@ -4,8 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <deque>
 #include <new>
+#include <string>
+
+#include "emulator/wire/mailbox_slots.h"
+#include "emulator/wire/shm_space.h"
 
 namespace softverbs {
 namespace {
@@ -31,22 +36,42 @@ struct ShmWire::Peer {
   ProcessRef process;
   std::unique_ptr<ShmMailbox> mailbox;  // null once the process is known dead
   std::deque<std::vector<uint8_t>> deferred;
+  // When the held frames last moved: the first was held, or one went in.
+  uint64_t held_progress_ns = 0;
   uint64_t alive_checked_ns = 0;
 };
 
 ShmWire::ShmWire(ShmRegistry& registry, std::unique_ptr<ShmMailbox> inbox)
-    : registry_(registry), inbox_(std::move(inbox)) {}
+    : registry_(registry), inbox_(std::move(inbox)) {
+  inbox_->count_violations_in(ring_protocol_violations_);
+}
 
 ShmWire::~ShmWire() = default;
 
 std::unique_ptr<ShmWire> ShmWire::create(ShmRegistry& registry, Errno& err) {
+  uint32_t slots = 0;
+  std::string problem;
+  if ((err = mailbox_slots_from_environment(slots, problem)) != 0) {
+    std::fprintf(stderr, "softverbs: %s\n", problem.c_str());
+    return nullptr;
+  }
+  std::unique_ptr<ShmWire> wire = create(registry, slots, err);
+  if (!wire && err == ENOSPC) {
+    report_shm_shortage("mailbox of this process", mailbox_segment_bytes(slots));
+  }
+  return wire;
+}
+
+std::unique_ptr<ShmWire> ShmWire::create(ShmRegistry& registry, uint32_t mailbox_slots,
+                                         Errno& err) {
   const ProcessRef self = registry.self();
   if (self.generation == 0) {
     err = EINVAL;
     return nullptr;
   }
   try {
-    std::unique_ptr<ShmMailbox> inbox = ShmMailbox::create(registry.mailbox_name_of(self), err);
+    std::unique_ptr<ShmMailbox> inbox =
+        ShmMailbox::create(registry.mailbox_name_of(self), mailbox_slots, err);
     if (!inbox) return nullptr;
     std::unique_ptr<ShmWire> wire(new ShmWire(registry, std::move(inbox)));
     err = 0;
@@ -55,6 +80,11 @@ std::unique_ptr<ShmWire> ShmWire::create(ShmRegistry& registry, Errno& err) {
     err = ENOMEM;
     return nullptr;
   }
+}
+
+void ShmWire::set_peer_unusable_deadline_ns(uint64_t deadline_ns) {
+  std::lock_guard lock(send_mutex_);
+  peer_unusable_deadline_ns_ = deadline_ns;
 }
 
 void ShmWire::count_unroutable(uint64_t frames) {
@@ -75,20 +105,44 @@ bool ShmWire::send(const WireAddress& dst, std::span<const uint8_t> frame) {
     return false;
   }
   // Frames held for this process go first; then this one, if room is left.
-  if (flush_deferred_locked(*peer) && peer->mailbox->try_push(frame)) {
+  if (flush_deferred_locked(*peer) && peer->mailbox->try_push(frame) == ClaimResult::kClaimed) {
     bump(frames_sent_);
     return true;
   }
-  // Before holding frames for a process that does not drain its mailbox,
-  // make sure it is still there to drain it.
-  if (peer->deferred.empty() && !confirm_alive_locked(*peer, /*force=*/true)) {
+  return hold_locked(*peer, frame);
+}
+
+bool ShmWire::send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) {
+  if (max_bytes == 0 || max_bytes > kShmMaxFrameBytes) return false;
+  ProcessRef owner;
+  if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) {
     count_unroutable(1);
     return false;
   }
-  if (!defer_locked(*peer, frame)) {
+  std::lock_guard lock(send_mutex_);
+  Peer* peer = peer_for_locked(owner);
+  if (peer == nullptr) {
     count_unroutable(1);
     return false;
   }
+  bool sent = false;
+  if (flush_deferred_locked(*peer) && write_into_ring_locked(*peer, max_bytes, writer, sent)) {
+    return sent;
+  }
+  return hold_written_locked(*peer, max_bytes, writer);
+}
+
+// Claims a slot of the peer's ring and has the writer fill it in place; a
+// writer that writes nothing leaves an empty slot the consumer skips.
+// false when the ring gave no slot (full or broken): nothing was written.
+bool ShmWire::write_into_ring_locked(Peer& peer, size_t max_bytes, FrameWriter& writer,
+                                     bool& sent) {
+  ShmMailbox::Reservation reservation;
+  if (peer.mailbox->reserve(reservation) != ClaimResult::kClaimed) return false;
+  const size_t written = writer.write(ShmMailbox::room(reservation).first(max_bytes));
+  sent = written != 0 && written <= max_bytes;
+  peer.mailbox->publish(reservation, sent ? written : 0);
+  if (sent) bump(frames_sent_);
   return true;
 }
 
@@ -116,6 +170,7 @@ ShmWire::Peer* ShmWire::peer_for_locked(const ProcessRef& owner) {
     cached->process.generation = 0;
     return nullptr;
   }
+  cached->mailbox->count_violations_in(ring_protocol_violations_);
   return cached.get();
 }
 
@@ -141,14 +196,70 @@ void ShmWire::forget_peer_locked(Peer& peer) {
   count_unroutable(dropped);
 }
 
-bool ShmWire::defer_locked(Peer& peer, std::span<const uint8_t> frame) {
-  try {
-    if (peer.deferred.empty() &&
-        std::find(slots_with_deferred_.begin(), slots_with_deferred_.end(), peer.process.slot) ==
-            slots_with_deferred_.end()) {
-      slots_with_deferred_.push_back(peer.process.slot);
+// Held frames that made no progress for the deadline are dropped: the peer
+// is alive (or we could not tell) but takes nothing, or its ring is broken.
+bool ShmWire::drop_if_unusable_locked(Peer& peer) {
+  if (peer.deferred.empty()) return false;
+  const uint64_t now = coarse_monotonic_ns();
+  if (now < peer.held_progress_ns + peer_unusable_deadline_ns_) return false;
+  const uint64_t dropped = peer.deferred.size();
+  peer.deferred.clear();
+  deferred_frames_.fetch_sub(dropped, std::memory_order_relaxed);
+  frames_dropped_peer_unusable_.fetch_add(dropped, std::memory_order_relaxed);
+  return true;
+}
+
+// Holds a copy of `frame` behind the peer's other held frames.
+bool ShmWire::hold_locked(Peer& peer, std::span<const uint8_t> frame) {
+  std::vector<uint8_t> bytes;
+  if (ready_to_hold_locked(peer)) {
+    try {
+      bytes.assign(frame.begin(), frame.end());
+      if (defer_locked(peer, std::move(bytes))) return true;
+    } catch (const std::bad_alloc&) {
     }
-    peer.deferred.emplace_back(frame.begin(), frame.end());
+  }
+  count_unroutable(1);
+  return false;
+}
+
+// Has the writer write its frame into a new held frame.
+bool ShmWire::hold_written_locked(Peer& peer, size_t max_bytes, FrameWriter& writer) {
+  std::vector<uint8_t> bytes;
+  if (ready_to_hold_locked(peer)) {
+    try {
+      bytes.resize(max_bytes);
+    } catch (const std::bad_alloc&) {
+      bytes.clear();
+    }
+    if (bytes.size() == max_bytes) {
+      const size_t written = writer.write(bytes);
+      if (written == 0 || written > max_bytes) return false;  // nothing to send
+      bytes.resize(written);
+      if (defer_locked(peer, std::move(bytes))) return true;
+    }
+  }
+  count_unroutable(1);
+  return false;
+}
+
+// Before holding a frame: a stale held queue is dropped, and a process that
+// does not drain its mailbox is checked to be still there to drain it.
+bool ShmWire::ready_to_hold_locked(Peer& peer) {
+  drop_if_unusable_locked(peer);
+  return !peer.deferred.empty() || confirm_alive_locked(peer, /*force=*/true);
+}
+
+bool ShmWire::defer_locked(Peer& peer, std::vector<uint8_t> frame) {
+  try {
+    if (peer.deferred.empty()) {
+      if (std::find(slots_with_deferred_.begin(), slots_with_deferred_.end(),
+                    peer.process.slot) == slots_with_deferred_.end()) {
+        slots_with_deferred_.push_back(peer.process.slot);
+      }
+      peer.held_progress_ns = coarse_monotonic_ns();
+    }
+    peer.deferred.push_back(std::move(frame));
   } catch (const std::bad_alloc&) {
     return false;
   }
@@ -160,13 +271,16 @@ bool ShmWire::defer_locked(Peer& peer, std::span<const uint8_t> frame) {
 // Moves held frames into the peer's mailbox while it has room. True when
 // none is left held.
 bool ShmWire::flush_deferred_locked(Peer& peer) {
+  bool moved = false;
   while (!peer.deferred.empty()) {
-    if (!peer.mailbox->try_push(peer.deferred.front())) return false;
+    if (peer.mailbox->try_push(peer.deferred.front()) != ClaimResult::kClaimed) break;
     peer.deferred.pop_front();
     deferred_frames_.fetch_sub(1, std::memory_order_relaxed);
     bump(frames_sent_);
+    moved = true;
   }
-  return true;
+  if (moved) peer.held_progress_ns = coarse_monotonic_ns();
+  return peer.deferred.empty();
 }
 
 void ShmWire::push_deferred() {
@@ -177,7 +291,8 @@ void ShmWire::push_deferred() {
     // The slot may have a new owner since the frames were held; they were
     // for the old one (its mailbox is what we have mapped).
     if (!peer->mailbox || !confirm_alive_locked(*peer, /*force=*/false)) return false;
-    return !flush_deferred_locked(*peer);
+    if (flush_deferred_locked(*peer)) return false;
+    return !drop_if_unusable_locked(*peer);
   };
   slots_with_deferred_.erase(
       std::remove_if(slots_with_deferred_.begin(), slots_with_deferred_.end(),
@@ -235,6 +350,9 @@ WireCounters ShmWire::counters() const {
   counters.frames_received = frames_received_.load(std::memory_order_relaxed);
   counters.frames_deferred = frames_deferred_.load(std::memory_order_relaxed);
   counters.frames_unroutable = frames_unroutable_.load(std::memory_order_relaxed);
+  counters.frames_dropped_peer_unusable =
+      frames_dropped_peer_unusable_.load(std::memory_order_relaxed);
+  counters.ring_protocol_violations = ring_protocol_violations_.load(std::memory_order_relaxed);
   return counters;
 }
 

@@ -7,13 +7,21 @@
 // hands the frames of our own mailbox to the engine. A frame for a QPN of
 // this process goes through our own mailbox like any other.
 //
-// When a destination mailbox is full, the frame is held in a local FIFO for
-// that process and every later frame for it queues behind, so order holds;
-// poll() pushes held frames on first. A frame whose destination has no live
+// When a destination mailbox is full, or its shared counters break the ring
+// protocol, the frame is held in a local FIFO for that process and every
+// later frame for it queues behind, so order holds; poll() pushes held
+// frames on first. Sending never waits on a peer: if a destination takes
+// none of its held frames for the unusable-peer deadline, they are dropped
+// and counted (frames_dropped_peer_unusable), and RC's retransmission or an
+// error status takes it from there. A frame whose destination has no live
 // owner is dropped and counted (frames_unroutable).
 //
-// Threads: send(), wake(), has_deferred() and counters() from any thread;
-// poll() and wait() from one thread at a time (the progress engine).
+// Our own mailbox has SOFTVERBS_MAILBOX_SLOTS slots (mailbox_slots.h); a
+// peer's may have another count, read from its header.
+//
+// Threads: send(), send_with(), wake(), has_deferred() and counters() from
+// any thread; poll() and wait() from one thread at a time (the progress
+// engine).
 #pragma once
 
 #include <array>
@@ -33,11 +41,17 @@ namespace softverbs {
 
 class ShmWire final : public Wire {
  public:
-  // Creates this process's mailbox (named after its slot in `registry`) and
-  // returns the wire. `registry` must outlive the wire. Create the wire
+  // Creates this process's mailbox (named after its slot in `registry`, with
+  // the slot count SOFTVERBS_MAILBOX_SLOTS asks for, its memory reserved)
+  // and returns the wire. `registry` must outlive the wire. Create the wire
   // before allocating QPNs: frames for a QPN whose owner has no mailbox yet
-  // are unroutable. nullptr + err (EACCES, ENOMEM, EINVAL...).
+  // are unroutable. nullptr + err: EINVAL (a bad SOFTVERBS_MAILBOX_SLOTS),
+  // ENOSPC (no room in /dev/shm), EACCES, ENOMEM...; for the first two, a
+  // message on stderr says what is wrong and how to fix it.
   static std::unique_ptr<ShmWire> create(ShmRegistry& registry, Errno& err);
+  // The same with an explicit slot count, and no message.
+  static std::unique_ptr<ShmWire> create(ShmRegistry& registry, uint32_t mailbox_slots,
+                                         Errno& err);
   ~ShmWire() override;
 
   ShmWire(const ShmWire&) = delete;
@@ -45,6 +59,11 @@ class ShmWire final : public Wire {
 
   // Frames of 1..kShmMaxFrameBytes bytes; anything else is refused (false).
   bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
+  // Writes straight into a slot of the destination's ring when nothing is
+  // held for it and it has room; otherwise into a held frame, behind the
+  // others. `max_bytes` must be 1..kShmMaxFrameBytes. The writer runs with
+  // the send lock held (and, in a slot, with the slot claimed: keep it short).
+  bool send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) override;
   // Pushes held frames on, then delivers up to `budget` frames from our
   // mailbox. `deliver` runs with no lock held and may call send().
   size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
@@ -62,9 +81,20 @@ class ShmWire final : public Wire {
   void set_accepting_runs(bool accepting) override;
   WireCounters counters() const override;
 
+  // Tests: how long a claimed slot of our mailbox may stay unpublished, and
+  // how long a peer may take none of our held frames.
+  void set_stall_limit_ns(uint64_t limit_ns) { inbox_->set_stall_limit_ns(limit_ns); }
+  void set_peer_unusable_deadline_ns(uint64_t deadline_ns);
+  uint32_t mailbox_slots() const { return inbox_->slot_count(); }
+  const ShmMailbox& inbox() const { return *inbox_; }
+
   static constexpr uint64_t kDeferredRetryNs = 100'000;
   // How often a peer we send to is checked for being still alive.
   static constexpr uint64_t kPeerLivenessIntervalNs = 50'000'000;
+  // Held frames of a peer that took none of them for this long are dropped.
+  // Longer than a consumer's stall limit, so a peer that is waiting out a
+  // producer stopped mid-write loses nothing.
+  static constexpr uint64_t kDefaultPeerUnusableDeadlineNs = 5'000'000'000;
 
  private:
   struct Peer;
@@ -73,8 +103,14 @@ class ShmWire final : public Wire {
   Peer* peer_for_locked(const ProcessRef& owner);
   bool confirm_alive_locked(Peer& peer, bool force);
   void forget_peer_locked(Peer& peer);
-  bool defer_locked(Peer& peer, std::span<const uint8_t> frame);
+  bool hold_locked(Peer& peer, std::span<const uint8_t> frame);
+  bool hold_written_locked(Peer& peer, size_t max_bytes, FrameWriter& writer);
+  bool ready_to_hold_locked(Peer& peer);
+  bool defer_locked(Peer& peer, std::vector<uint8_t> frame);
+  bool write_into_ring_locked(Peer& peer, size_t max_bytes, FrameWriter& writer,
+                              bool& sent);
   bool flush_deferred_locked(Peer& peer);
+  bool drop_if_unusable_locked(Peer& peer);
   void push_deferred();
   void count_unroutable(uint64_t frames);
 
@@ -84,12 +120,16 @@ class ShmWire final : public Wire {
   std::mutex send_mutex_;  // guards everything below but the atomics
   std::array<std::unique_ptr<Peer>, ShmRegistry::kMaxProcesses> peers_;  // by slot
   std::vector<uint32_t> slots_with_deferred_;
+  uint64_t peer_unusable_deadline_ns_ = kDefaultPeerUnusableDeadlineNs;
 
   std::atomic<uint64_t> deferred_frames_{0};  // held right now
   std::atomic<uint64_t> frames_sent_{0};
   std::atomic<uint64_t> frames_received_{0};
   std::atomic<uint64_t> frames_deferred_{0};
   std::atomic<uint64_t> frames_unroutable_{0};
+  std::atomic<uint64_t> frames_dropped_peer_unusable_{0};
+  // Every mailbox we map counts the protocol violations it sees here.
+  std::atomic<uint64_t> ring_protocol_violations_{0};
 };
 
 }  // namespace softverbs

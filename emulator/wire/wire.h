@@ -22,6 +22,20 @@ struct WireCounters {
   uint64_t frames_received = 0;
   uint64_t frames_deferred = 0;      // destination ring full, held locally
   uint64_t frames_unroutable = 0;    // no live owner for the destination
+  // Held frames dropped because their destination stayed full (or broken)
+  // past the wire's deadline: RC retransmits them or fails the WR.
+  uint64_t frames_dropped_peer_unusable = 0;
+  // Shared ring state found breaking the protocol (a counter, sequence
+  // word or length no correct peer writes), as producer or consumer.
+  uint64_t ring_protocol_violations = 0;
+};
+
+// Writes one frame into `room` and returns its size; 0 means nothing is sent
+// (the slot, if one was taken, is given back or published as empty and skipped).
+class FrameWriter {
+ public:
+  virtual ~FrameWriter() = default;
+  virtual size_t write(std::span<uint8_t> room) = 0;
 };
 
 class Wire {
@@ -32,6 +46,13 @@ class Wire {
   // has no live owner is dropped and counted (returns false); a lossless wire
   // holds frames it cannot deliver yet and sends them, in order, from poll().
   virtual bool send(const WireAddress& dst, std::span<const uint8_t> frame) = 0;
+
+  // Sends one frame of at most `max_bytes`, written by `writer` directly into
+  // the wire's own buffer (on the shm wire: the destination's ring slot).
+  // Same results and counting as send(); false also when the writer wrote
+  // nothing (or claimed more than its room). `writer` must not call into
+  // this wire. The default writes into a private buffer and calls send().
+  virtual bool send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer);
 
   // Delivers up to `budget` received frames to `deliver`, and pushes held
   // frames onwards. Returns the number delivered.

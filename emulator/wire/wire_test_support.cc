@@ -117,6 +117,28 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+bool RawMailbox::open(const std::string& name) {
+  if (ShmSegment::open_existing(name, segment_) != 0) return false;
+  struct stat st;
+  if (segment_.stat(st) != 0 || static_cast<size_t>(st.st_size) < mailbox_header_bytes()) {
+    return false;
+  }
+  if (segment_.map(static_cast<size_t>(st.st_size)) != 0) return false;
+  slot_count_ = static_cast<uint32_t>((static_cast<size_t>(st.st_size) - mailbox_header_bytes()) /
+                                      sizeof(MailboxSlot));
+  return slot_count_ != 0;
+}
+
+MailboxSlot& RawMailbox::slot(uint64_t index) const {
+  auto* slots = reinterpret_cast<MailboxSlot*>(base() + mailbox_header_bytes());
+  return slots[index % slot_count_];
+}
+
+void RawMailbox::set_sequence(uint64_t position, uint64_t sequence) {
+  std::atomic_ref<uint64_t>(slot(position).biased_sequence)
+      .store(sequence - position % slot_count_);
+}
+
 size_t frame_size_for(uint64_t sequence, size_t min_size, size_t max_size) {
   // Spread over the whole range, with the extremes showing up regularly.
   if (sequence % 97 == 0) return max_size;

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "emulator/wire/shm_mailbox_layout.h"
+#include "emulator/wire/shm_segment.h"
+
 namespace softverbs::testing {
 
 // Runs `body` in a forked child that an alarm() kills after
@@ -76,6 +79,27 @@ std::vector<std::string> segments_of_current_prefix();
 void remove_segments_of_current_prefix();
 
 bool file_exists(const std::string& path);
+
+// A mailbox segment mapped as plain memory, to play a peer that breaks the
+// ring protocol: anything may be written anywhere in it.
+class RawMailbox {
+ public:
+  // Maps segment `name` whole. false when it cannot.
+  bool open(const std::string& name);
+
+  MailboxHeader& header() const { return *reinterpret_cast<MailboxHeader*>(base()); }
+  MailboxSlot& slot(uint64_t index) const;
+  uint32_t slot_count() const { return slot_count_; }
+  uint64_t enqueue_position() const { return header().enqueue_position.load(); }
+  void set_enqueue_position(uint64_t position) { header().enqueue_position.store(position); }
+  // The sequence word as the protocol means it (stored biased by the index).
+  void set_sequence(uint64_t position, uint64_t sequence);
+
+ private:
+  uint8_t* base() const { return static_cast<uint8_t*>(segment_.address()); }
+  ShmSegment segment_;
+  uint32_t slot_count_ = 0;
+};
 
 // A frame's bytes as a function of its sequence number, so a receiver can
 // check each one knowing only which number it expects next.

@@ -1,0 +1,83 @@
+// The mailbox segment's layout: a header, then a power-of-two number of
+// fixed-size frame slots. The slot count is chosen by the process that
+// creates the mailbox (SOFTVERBS_MAILBOX_SLOTS), so producers read it from
+// the header, bound it, and check it against the segment's size before
+// they use it. The version changes whenever any of this does.
+//
+// Everything in the segment can be written by any process of the user, so
+// nothing read from it is trusted: the consumer keeps its own copy of the
+// geometry, and both sides bound every counter, index and length they read.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace softverbs {
+
+// The largest frame the shared-memory wire carries: a 4096-byte payload with
+// every header an IB packet can have, rounded up.
+inline constexpr size_t kShmMaxFrameBytes = 4224;
+
+// Slot counts a mailbox may have (powers of two). 512 slots take 2.1 MiB.
+inline constexpr uint32_t kMinMailboxSlots = 64;
+inline constexpr uint32_t kMaxMailboxSlots = 8192;
+inline constexpr uint32_t kDefaultMailboxSlots = 512;
+
+inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
+// 4: slot count chosen per mailbox, memory reserved at creation, empty
+// (length 0) frames published by a producer that wrote nothing.
+inline constexpr uint32_t kMailboxVersion = 4;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+
+constexpr bool is_valid_mailbox_slot_count(uint64_t slots) {
+  return slots >= kMinMailboxSlots && slots <= kMaxMailboxSlots && (slots & (slots - 1)) == 0;
+}
+static_assert(is_valid_mailbox_slot_count(kDefaultMailboxSlots));
+
+// The memory starts as zeros and zero is the right initial value of every
+// field of a slot.
+struct alignas(64) MailboxSlot {
+  // The Vyukov sequence minus this slot's index: zero means "free for the
+  // producer of lap 0", which is what a fresh segment holds. A plain integer
+  // used through std::atomic_ref, so the zeros need no constructor run.
+  uint64_t biased_sequence;
+  // 0: published empty (a producer that took the slot and wrote nothing);
+  // the consumer skips it. Anything above kShmMaxFrameBytes breaks the
+  // protocol.
+  uint32_t length;
+  uint32_t reserved;
+  uint8_t bytes[kShmMaxFrameBytes];
+};
+
+struct MailboxHeader {
+  std::atomic<uint64_t> magic;  // published last, with release
+  uint32_t version;
+  uint32_t slot_count;
+  uint32_t slot_bytes;
+  uint32_t max_frame_bytes;
+  uint64_t total_bytes;
+  alignas(64) std::atomic<uint64_t> enqueue_position;  // producers' claim counter
+  alignas(64) std::atomic<uint32_t> consumer_sleeping;  // the futex word
+  std::atomic<uint32_t> wake_requested;                // wake() before wait()
+  std::atomic<uint64_t> abandoned_slots;               // given up, see ShmMailbox::peek
+  // Application threads polling now, and a skipped-doorbell mark. On a line
+  // of its own: the owner writes it twice a poll, producers read it only
+  // when the consumer sleeps.
+  alignas(64) std::atomic<uint32_t> pollers;
+  std::atomic<uint32_t> accepting_runs;  // the owner pulls runs' payloads (see run_frame.h)
+};
+
+constexpr size_t mailbox_header_bytes() {
+  return (sizeof(MailboxHeader) + alignof(MailboxSlot) - 1) / alignof(MailboxSlot) *
+         alignof(MailboxSlot);
+}
+
+constexpr size_t mailbox_segment_bytes(uint32_t slot_count) {
+  return mailbox_header_bytes() + sizeof(MailboxSlot) * static_cast<size_t>(slot_count);
+}
+
+}  // namespace softverbs
