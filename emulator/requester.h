@@ -43,6 +43,7 @@ class Requester {
 
  private:
   enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendReadRequest,
+                    kSendDatagram,
                     kSendSegment, kSendRun, kStop };
 
   Step next_wqe();
@@ -53,6 +54,7 @@ class Requester {
   Step send_segment();
   // SEND/WRITE segments from send_offset_ on, as one run (run_frame.h).
   Step send_run();
+  Step send_datagram();
   bool run_fits(const SendWqe& w) const;
   packet::Headers segment_headers(const SendWqe& w, uint32_t psn, bool first, bool last) const;
   // A segment (or a run) went out: the offset moves, the WQE may be done.

@@ -48,6 +48,17 @@ struct SoftCq {
   uint32_t async_events_delivered = 0;
 };
 
+struct SoftAh {
+  ibv_ah ibv;
+  std::unique_ptr<Ah> ah;
+};
+
+struct SoftSrq {
+  ibv_srq ibv;
+  std::unique_ptr<Srq> srq;
+  uint32_t async_events_delivered = 0;  // see SoftCq; acked in ibv.events_completed
+};
+
 struct SoftQp {
   ibv_qp ibv;
   std::unique_ptr<Qp> qp;

@@ -6,33 +6,13 @@
 #include <span>
 
 #include "provider/exports.h"
+#include "provider/post_chain.h"
 #include "provider/real_library.h"
 #include "provider/soft_context.h"
 #include "provider/translate.h"
 
 namespace softverbs::provider {
 namespace {
-
-// Stack room for the SGEs of one WR. Raw bytes rather than Sge[kMaxSge]:
-// only the entries a WR uses get written, the rest is never zeroed.
-class SgeScratch {
- public:
-  // Gathers a WR's SGEs; EINVAL for a count no soft QP can take.
-  Errno gather(const ibv_sge* list, int count) {
-    if (count < 0 || static_cast<uint32_t>(count) > kMaxSge) return EINVAL;
-    if (count > 0 && !list) return EINVAL;
-    Sge* sges = data();
-    for (int i = 0; i < count; ++i) new (&sges[i]) Sge(from_ibv_sge(list[i]));
-    count_ = static_cast<size_t>(count);
-    return 0;
-  }
-  std::span<const Sge> sges() { return {data(), count_}; }
-
- private:
-  Sge* data() { return std::launder(reinterpret_cast<Sge*>(storage_)); }
-  alignas(Sge) std::byte storage_[sizeof(Sge) * kMaxSge];
-  size_t count_ = 0;
-};
 
 // IBV_SEND_INLINE: the bytes are copied now, the caller may reuse its
 // buffers as soon as ibv_post_send returns.
@@ -53,9 +33,22 @@ Errno gather_inline(const ibv_sge* list, int count,
   return 0;
 }
 
-Errno post_one_send(Qp& qp, const ibv_send_wr& wr) {
+// The address handle of a UD WR: one of this QP's context.
+Errno datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRequest& request) {
+  const ibv_ah* ah = wr.wr.ud.ah;
+  if (!ah || ah->context != qp.context) return EINVAL;
+  request.ah = soft_of<SoftAh>(const_cast<ibv_ah*>(ah))->ah.get();
+  request.remote_qpn = wr.wr.ud.remote_qpn;
+  request.remote_qkey = wr.wr.ud.remote_qkey;
+  return 0;
+}
+
+Errno post_one_send(const ibv_qp& ibv, Qp& qp, const ibv_send_wr& wr) {
   SendRequest request;
   if (Errno err = from_ibv_send_wr(wr, request)) return err;
+  if (ibv.qp_type == IBV_QPT_UD) {
+    if (Errno err = datagram_address(ibv, wr, request)) return err;
+  }
   SgeScratch sges;
   if (Errno err = sges.gather(wr.sg_list, wr.num_sge)) return err;
   request.sges = sges.sges();
@@ -68,50 +61,24 @@ Errno post_one_send(Qp& qp, const ibv_send_wr& wr) {
   return qp.post_send(request);
 }
 
-Errno post_one_recv(Qp& qp, const ibv_recv_wr& wr) {
-  SgeScratch sges;
-  if (Errno err = sges.gather(wr.sg_list, wr.num_sge)) return err;
-  RecvRequest request;
-  request.wr_id = wr.wr_id;
-  request.sges = sges.sges();
-  return qp.post_recv(request);
-}
-
 // The CQ a QP may use: one of this context's.
 bool is_cq_of(const ibv_cq* cq, const ibv_context* context) {
   return cq && cq->context == context;
-}
-
-// Posts a chain of WRs; the first one refused ends the chain, names itself
-// in *bad_wr and gives its errno. Exceptions (allocation failure inside the
-// HCA) count as ENOMEM: the caller is C.
-template <class Wr, class PostOne>
-int post_chain(Wr* wr, Wr** bad_wr, PostOne&& post_one) noexcept {
-  Errno err = 0;
-  try {
-    for (; wr; wr = wr->next)
-      if ((err = post_one(*wr))) break;
-  } catch (...) {
-    err = ENOMEM;
-  }
-  if (err && bad_wr) *bad_wr = wr;
-  return err;
 }
 
 }  // namespace
 
 int soft_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
-  return post_chain(wr, bad_wr, [&hca_qp](const ibv_send_wr& one) {
-    return post_one_send(hca_qp, one);
+  return post_chain(wr, bad_wr, [qp, &hca_qp](const ibv_send_wr& one) {
+    return post_one_send(*qp, hca_qp, one);
   });
 }
 
 int soft_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
-  return post_chain(wr, bad_wr, [&hca_qp](const ibv_recv_wr& one) {
-    return post_one_recv(hca_qp, one);
-  });
+  return post_recv_chain(wr, bad_wr,
+                         [&hca_qp](const RecvRequest& request) { return hca_qp.post_recv(request); });
 }
 
 void destroy_soft_qp(SoftContext& context, SoftQp* qp, bool wait_for_acks) {
@@ -152,9 +119,9 @@ SOFTVERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr) 
     errno = err;
     return nullptr;
   }
-  // No soft SRQ exists, so any SRQ given belongs to something else.
   if (!is_cq_of(init_attr->send_cq, pd->context) ||
-      !is_cq_of(init_attr->recv_cq, pd->context) || init_attr->srq) {
+      !is_cq_of(init_attr->recv_cq, pd->context) ||
+      (init_attr->srq && init_attr->srq->context != pd->context)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -164,6 +131,7 @@ SOFTVERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr) 
         init.type = type;
         init.send_cq = soft_of<SoftCq>(init_attr->send_cq)->cq.get();
         init.recv_cq = soft_of<SoftCq>(init_attr->recv_cq)->cq.get();
+        if (init_attr->srq) init.srq = soft_of<SoftSrq>(init_attr->srq)->srq.get();
         init.cap = from_ibv_qp_cap(init_attr->cap);
         init.sq_sig_all = init_attr->sq_sig_all != 0;
         std::unique_ptr<SoftQp> qp(new SoftQp{});
@@ -186,7 +154,7 @@ SOFTVERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr) 
         ibv.pd = pd;
         ibv.send_cq = init_attr->send_cq;
         ibv.recv_cq = init_attr->recv_cq;
-        ibv.srq = nullptr;
+        ibv.srq = init_attr->srq;
         ibv.handle = qp->qp->qpn();
         ibv.qp_num = qp->qp->qpn();
         ibv.state = IBV_QPS_RESET;
