@@ -12,6 +12,7 @@
 
 #include "harness/cli/device_option.h"
 #include "harness/cli/exit_codes.h"
+#include "harness/cli/ibverbs_shim.h"
 #include "harness/cli/provider_library.h"
 #include "harness/cli/usage.h"
 
@@ -39,6 +40,20 @@ std::vector<std::string> runtime_preloads() {
 #else
   return {};
 #endif
+}
+
+// The shim and the system library go after libsoftverbs.so, in that order:
+// the first file preloaded with the soname libibverbs.so.1 is what that name
+// means from then on. Without the shim a program that dlopen()s
+// libibverbs.so.1 itself sees only the system library.
+void add_ibverbs_shim(const std::string& library, std::vector<std::string>& preloads) {
+  const IbverbsShim shim = find_ibverbs_shim(library);
+  if (!shim.problem.empty() || !is_preloadable_path(shim.shim_path)) return;
+  if (!shim.real_path.empty() && !is_preloadable_path(shim.real_path)) return;
+  preloads.push_back(shim.shim_path);
+  if (shim.real_path.empty()) return;
+  preloads.push_back(shim.real_path);
+  ::setenv("SOFTVERBS_REAL_LIBIBVERBS", shim.real_path.c_str(), /*overwrite=*/1);
 }
 
 int exec_program(std::span<char* const> program_and_args) {
@@ -115,6 +130,7 @@ int run_command(std::span<char* const> args) {
       return kExitFailure;
     }
   }
+  add_ibverbs_shim(library.path, preloads);
   const std::string ld_preload = compose_ld_preload(preloads, std::getenv("LD_PRELOAD"));
   ::setenv("LD_PRELOAD", ld_preload.c_str(), /*overwrite=*/1);
   return exec_program(args.subspan(program_at));
