@@ -144,6 +144,8 @@ Errno port_file(const DeviceDescription& device, std::string_view file,
 
 }  // namespace
 
+std::string uverbs_name(const DeviceDescription& device) { return "uverbs_" + device.name; }
+
 std::string sysfs_guid(uint64_t guid) {
   return format("%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48) & 0xffff,
                 static_cast<unsigned>(guid >> 32) & 0xffff,

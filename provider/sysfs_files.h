@@ -29,6 +29,10 @@ std::vector<std::string> ibdev_sysfs_file_names(const DeviceDescription& device)
 Errno uverbs_sysfs_file(const DeviceDescription& device, std::string_view file,
                         std::string& content);
 
+// The device's uverbs name ("uverbs_softverbs0"): ibv_device.dev_name, the
+// last part of its dev_path, and its node under /dev/infiniband.
+std::string uverbs_name(const DeviceDescription& device);
+
 // The GUID as sysfs writes it: four groups of four hex digits.
 std::string sysfs_guid(uint64_t guid);
 
