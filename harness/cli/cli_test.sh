@@ -50,7 +50,7 @@ expect 2 "$err" 'usage: softverbs COMMAND' "no arguments shows usage"
 
 for help in --help -h help; do
   run_cli "$cli" $help
-  expect 0 "$out" 'softverbs run \[--devices N\] -- PROGRAM|run \[--devices N\] -- PROGRAM' "$help"
+  expect 0 "$out" 'run \[--devices N\] \[--\[no-\]device-files\] -- PROGRAM' "$help"
   expect 0 "$out" 'devices' "$help lists devices"
   expect 0 "$out" 'planned.*capture' "$help names the planned commands"
   expect 0 "$out" 'fault \[--pid PID\]' "$help lists fault"

@@ -59,6 +59,32 @@ void add_ibverbs_shim(const std::string& library, std::vector<std::string>& prel
   ::setenv("SOFTVERBS_REAL_LIBIBVERBS", shim.real_path.c_str(), /*overwrite=*/1);
 }
 
+// LD_PRELOAD for PROGRAM: libsoftverbs.so (behind a sanitizer runtime in
+// such builds), the libibverbs.so.1 shim and the system library, then what
+// was there. False (with the message printed) when that cannot be done.
+bool set_ld_preload() {
+  const LibraryLookup library = find_provider_library();
+  if (library.path.empty()) {
+    std::fprintf(stderr, "softverbs: %s\n", describe_missing_library(library).c_str());
+    return false;
+  }
+  std::vector<std::string> preloads = runtime_preloads();
+  preloads.push_back(library.path);
+  for (const std::string& path : preloads) {
+    if (!is_preloadable_path(path)) {
+      std::fprintf(stderr,
+                   "softverbs: %s contains ':' or a space, which LD_PRELOAD cannot carry; "
+                   "move it or set SOFTVERBS_LIBRARY to a copy elsewhere\n",
+                   path.c_str());
+      return false;
+    }
+  }
+  add_ibverbs_shim(library.path, preloads);
+  const std::string ld_preload = compose_ld_preload(preloads, std::getenv("LD_PRELOAD"));
+  ::setenv("LD_PRELOAD", ld_preload.c_str(), /*overwrite=*/1);
+  return true;
+}
+
 // --device-files / --no-device-files, else SOFTVERBS_DEVICE_FILES (1, 0),
 // else "auto": made where that needs no user namespace (CAP_SYS_ADMIN).
 enum class DeviceFilesChoice { kAuto, kAlways, kNever };
@@ -160,25 +186,7 @@ int run_command(std::span<char* const> args) {
     return kExitUsage;
   }
 
-  const LibraryLookup library = find_provider_library();
-  if (library.path.empty()) {
-    std::fprintf(stderr, "softverbs: %s\n", describe_missing_library(library).c_str());
-    return kExitFailure;
-  }
-  std::vector<std::string> preloads = runtime_preloads();
-  preloads.push_back(library.path);
-  for (const std::string& path : preloads) {
-    if (!is_preloadable_path(path)) {
-      std::fprintf(stderr,
-                   "softverbs: %s contains ':' or a space, which LD_PRELOAD cannot carry; "
-                   "move it or set SOFTVERBS_LIBRARY to a copy elsewhere\n",
-                   path.c_str());
-      return kExitFailure;
-    }
-  }
-  add_ibverbs_shim(library.path, preloads);
-  const std::string ld_preload = compose_ld_preload(preloads, std::getenv("LD_PRELOAD"));
-  ::setenv("LD_PRELOAD", ld_preload.c_str(), /*overwrite=*/1);
+  if (!set_ld_preload()) return kExitFailure;
   if (!make_device_files_for_program(device_files_choice(device_files))) return kExitFailure;
   return exec_program(args.subspan(program_at));
 }
