@@ -14,6 +14,7 @@
 
 #include "provider/exports.h"
 #include "provider/real_library.h"
+#include "provider/sysfs_files.h"
 
 namespace softverbs::provider {
 namespace {
@@ -35,7 +36,7 @@ void fill_device(SoftDevice& device, const DeviceDescription& description) {
   copy_name(ibv.name, sizeof(ibv.name), description.name);
   // Paths a kernel device would have; nothing exists there, and
   // ibv_read_sysfs_file serves what programs read below them.
-  const std::string uverbs = "uverbs_" + description.name;
+  const std::string uverbs = uverbs_name(description);
   copy_name(ibv.dev_name, sizeof(ibv.dev_name), uverbs);
   copy_name(ibv.dev_path, sizeof(ibv.dev_path),
             "/sys/class/infiniband_verbs/" + uverbs);

@@ -2,6 +2,27 @@
 #include "provider/exports.h"
 #include "provider/real_library.h"
 
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+namespace {
+
+// Whether `fd` is an eventfd: the link of /proc/self/fd/<fd> names the kind
+// of an anonymous file, and stays the same through dup() and SCM_RIGHTS.
+bool is_eventfd(int fd) {
+  if (fd < 0) return false;
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  char target[64];
+  const ssize_t length = ::readlink(path.c_str(), target, sizeof(target) - 1);
+  if (length < 0) return false;
+  target[length] = '\0';
+  return std::strcmp(target, "anon_inode:[eventfd]") == 0;
+}
+
+}  // namespace
+
 SOFTVERBS_EXPORT const char* ibv_get_sysfs_path(void) {
   SOFTVERBS_FORWARD("/sys", ibv_get_sysfs_path);
 }
@@ -20,8 +41,13 @@ SOFTVERBS_EXPORT int ibv_dofork_range(void* base, size_t size) {
   SOFTVERBS_FORWARD(ENOSYS, ibv_dofork_range, base, size);
 }
 
-// A context shared through a uverbs command fd is always a kernel one.
+// A soft context's cmd_fd is an eventfd (a uverbs command fd never is):
+// such a context cannot be shared. Everything else is the kernel's to judge.
 SOFTVERBS_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  if (is_eventfd(cmd_fd)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
   SOFTVERBS_FORWARD(nullptr, ibv_import_device, cmd_fd);
 }
 

@@ -190,9 +190,14 @@ SOFTVERBS_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle)
   return nullptr;
 }
 
+// A soft object can never have been imported: the unimport verbs leave it
+// alone, and say so in errno (they return nothing).
 SOFTVERBS_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
-  // A soft PD can never have been imported; leave it alone.
-  if (!pd || is_soft(pd->context)) return;
+  if (!pd) return;
+  if (is_soft(pd->context)) {
+    errno = EOPNOTSUPP;
+    return;
+  }
   SOFTVERBS_FORWARD_VOID(ibv_unimport_pd, pd);
 }
 
@@ -207,7 +212,11 @@ SOFTVERBS_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
 }
 
 SOFTVERBS_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
-  if (!mr || is_soft(mr->context)) return;
+  if (!mr) return;
+  if (is_soft(mr->context)) {
+    errno = EOPNOTSUPP;
+    return;
+  }
   SOFTVERBS_FORWARD_VOID(ibv_unimport_mr, mr);
 }
 
@@ -222,6 +231,10 @@ SOFTVERBS_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle)
 }
 
 SOFTVERBS_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
-  if (!dm || is_soft(dm->context)) return;
+  if (!dm) return;
+  if (is_soft(dm->context)) {
+    errno = EOPNOTSUPP;
+    return;
+  }
   SOFTVERBS_FORWARD_VOID(ibv_unimport_dm, dm);
 }

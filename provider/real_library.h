@@ -5,6 +5,8 @@
 // inside a dlopen'ed module, where RTLD_NEXT finds nothing. The node asked for
 // is the one the installed library exports the name at (generated at
 // configure time), which is also the node libsoftverbs.so exports it at.
+// Under `softverbs run` the name libibverbs.so.1 resolves to softverbs' shim,
+// so the library is opened by the path in SOFTVERBS_REAL_LIBIBVERBS.
 #pragma once
 
 #include <cerrno>

@@ -144,6 +144,8 @@ Errno port_file(const DeviceDescription& device, std::string_view file,
 
 }  // namespace
 
+std::string uverbs_name(const DeviceDescription& device) { return "uverbs_" + device.name; }
+
 std::string sysfs_guid(uint64_t guid) {
   return format("%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48) & 0xffff,
                 static_cast<unsigned>(guid >> 32) & 0xffff,
@@ -167,6 +169,26 @@ Errno ibdev_sysfs_file(const DeviceDescription& device, std::string_view file,
     return ENOENT;
   }
   return 0;
+}
+
+std::vector<std::string> ibdev_sysfs_file_names(const DeviceDescription& device) {
+  std::vector<std::string> names = {"node_type", "node_guid", "sys_image_guid",
+                                    "node_desc", "board_id",  "hca_type"};
+  for (const char* file : {"state", "phys_state", "lid", "lid_mask_count", "cap_mask",
+                           "link_layer", "rate"})
+    names.push_back(std::string("ports/1/") + file);
+  const PortAttributes port;
+  for (uint32_t i = 0; i < port.gid_tbl_len; ++i) {
+    names.push_back("ports/1/gids/" + std::to_string(i));
+    names.push_back("ports/1/gid_attrs/types/" + std::to_string(i));
+  }
+  for (uint32_t i = 0; i < port.pkey_tbl_len; ++i)
+    names.push_back("ports/1/pkeys/" + std::to_string(i));
+  std::erase_if(names, [&](const std::string& name) {
+    std::string content;
+    return ibdev_sysfs_file(device, name, content) != 0;
+  });
+  return names;
 }
 
 Errno uverbs_sysfs_file(const DeviceDescription& device, std::string_view file,

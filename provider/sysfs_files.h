@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "emulator/device_config.h"
 #include "emulator/types.h"
@@ -19,9 +20,18 @@ namespace softverbs::provider {
 Errno ibdev_sysfs_file(const DeviceDescription& device, std::string_view file,
                        std::string& content);
 
+// Every file ibdev_sysfs_file serves for the device, relative to its
+// ibdev_path ("node_guid", "ports/1/gids/0", ...), in a stable order; the
+// files whose read fails (GID types on InfiniBand) are left out.
+std::vector<std::string> ibdev_sysfs_file_names(const DeviceDescription& device);
+
 // The same below the device's uverbs class directory (dev_path).
 Errno uverbs_sysfs_file(const DeviceDescription& device, std::string_view file,
                         std::string& content);
+
+// The device's uverbs name ("uverbs_softverbs0"): ibv_device.dev_name, the
+// last part of its dev_path, and its node under /dev/infiniband.
+std::string uverbs_name(const DeviceDescription& device);
 
 // The GUID as sysfs writes it: four groups of four hex digits.
 std::string sysfs_guid(uint64_t guid);

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 namespace softverbs::provider {
 namespace {
@@ -65,6 +67,20 @@ TEST(SysfsFiles, UnknownFilesAndPortsDoNotExist) {
   EXPECT_EQ(ibdev_sysfs_file(ib_device(), "no_such_file", content), ENOENT);
   EXPECT_EQ(ibdev_sysfs_file(ib_device(), "ports/2/lid", content), ENOENT);
   EXPECT_EQ(ibdev_sysfs_file(ib_device(), "ports/1/gids/x", content), ENOENT);
+}
+
+TEST(SysfsFiles, FileNamesListEveryReadableFileOnce) {
+  const auto names = ibdev_sysfs_file_names(ib_device());
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const char* expected : {"node_guid", "board_id", "ports/1/lid", "ports/1/gids/0",
+                               "ports/1/gids/15", "ports/1/pkeys/0", "ports/1/link_layer"})
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  for (const std::string& name : names) {
+    std::string content;
+    EXPECT_EQ(ibdev_sysfs_file(ib_device(), name, content), 0) << name;
+  }
+  // InfiniBand has no GID types: those reads fail, so they are not listed.
+  EXPECT_EQ(std::find(names.begin(), names.end(), "ports/1/gid_attrs/types/0"), names.end());
 }
 
 TEST(SysfsFiles, UverbsDirectoryNamesTheDevice) {

@@ -14,6 +14,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # the unmodified programs the end-to-end tests and benchmarks run
   ibverbs-utils perftest rdmacm-utils
+  # ucx_info, which looks for a device's files as well as its verbs
+  ucx-utils
   # the bench's reference (fi_pingpong over libfabric's shm provider) and its plots
   libfabric-bin gnuplot-nox
   # the libFuzzer build of the packet parser

@@ -183,7 +183,7 @@ class FrameCopier final : public FrameWriter {
   explicit FrameCopier(const Bytes& frame) : frame_(frame) {}
   size_t write(std::span<uint8_t> room) override {
     if (frame_.size() > room.size()) return 0;
-    std::memcpy(room.data(), frame_.data(), frame_.size());
+    if (!frame_.empty()) std::memcpy(room.data(), frame_.data(), frame_.size());
     return frame_.size();
   }
 

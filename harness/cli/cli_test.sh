@@ -50,7 +50,7 @@ expect 2 "$err" 'usage: softverbs COMMAND' "no arguments shows usage"
 
 for help in --help -h help; do
   run_cli "$cli" $help
-  expect 0 "$out" 'softverbs run \[--devices N\] -- PROGRAM|run \[--devices N\] -- PROGRAM' "$help"
+  expect 0 "$out" 'run \[--devices N\] \[--\[no-\]device-files\] -- PROGRAM' "$help"
   expect 0 "$out" 'devices' "$help lists devices"
   expect 0 "$out" 'planned.*capture' "$help names the planned commands"
   expect 0 "$out" 'fault \[--pid PID\]' "$help lists fault"
@@ -219,8 +219,17 @@ expect 0 "$out" "^LD_PRELOAD=(.*:)?$scratch/alone/lib/libsoftverbs.so\$" "instal
 cli_dir=$(cd "$(dirname "$cli")" && pwd)
 built_library=$(realpath -m "$cli_dir/../../provider/libsoftverbs.so")
 if [[ -f $built_library ]]; then
-  run_cli -u SOFTVERBS_LIBRARY LD_PRELOAD= "$cli" run -- env
-  expect 0 "$out" "^LD_PRELOAD=(.*:)?$built_library\$" "run -- env preloads the built libsoftverbs.so"
+  # Then the libibverbs.so.1 shim beside it, then the system's libibverbs,
+  # whose path the library is also told.
+  shim=$(realpath -m "$cli_dir/../../provider/ibverbs-shim/libibverbs.so.1")
+  run_cli -u SOFTVERBS_LIBRARY -u SOFTVERBS_REAL_LIBIBVERBS -u SOFTVERBS_IBVERBS_SHIM LD_PRELOAD= \
+    "$cli" run -- env
+  expect 0 "$out" "^LD_PRELOAD=(.*:)?$built_library:$shim:/[^:]*libibverbs\.so\.1[.0-9]*\$" \
+    "run -- env preloads the built libsoftverbs.so, the shim and the system libibverbs"
+  expect 0 "$out" "^SOFTVERBS_REAL_LIBIBVERBS=/[^:]*libibverbs\.so\.1[.0-9]*\$" \
+    "run names the system libibverbs to the library"
+  run_cli -u SOFTVERBS_LIBRARY SOFTVERBS_IBVERBS_SHIM=0 LD_PRELOAD= "$cli" run -- env
+  expect 0 "$out" "^LD_PRELOAD=(.*:)?$built_library\$" "SOFTVERBS_IBVERBS_SHIM=0 preloads the library alone"
 else
   echo "note: $built_library is not built; the build-tree lookup was not checked"
 fi

@@ -6,12 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "harness/cli/device_files.h"
 #include "harness/cli/device_option.h"
 #include "harness/cli/exit_codes.h"
+#include "harness/cli/ibverbs_shim.h"
 #include "harness/cli/provider_library.h"
 #include "harness/cli/usage.h"
 
@@ -19,7 +22,8 @@ namespace softverbs::cli {
 namespace {
 
 constexpr std::string_view kRunHint =
-    "type: softverbs run [--devices N] -- PROGRAM [ARGS...]   (see softverbs help run)";
+    "type: softverbs run [--devices N] [--[no-]device-files] -- PROGRAM [ARGS...]   "
+    "(see softverbs help run)";
 
 std::string join_words(std::span<char* const> words) {
   std::string text;
@@ -39,6 +43,84 @@ std::vector<std::string> runtime_preloads() {
 #else
   return {};
 #endif
+}
+
+// The shim and the system library go after libsoftverbs.so, in that order:
+// the first file preloaded with the soname libibverbs.so.1 is what that name
+// means from then on. Without the shim a program that dlopen()s
+// libibverbs.so.1 itself sees only the system library.
+void add_ibverbs_shim(const std::string& library, std::vector<std::string>& preloads) {
+  const IbverbsShim shim = find_ibverbs_shim(library);
+  if (!shim.problem.empty() || !is_preloadable_path(shim.shim_path)) return;
+  if (!shim.real_path.empty() && !is_preloadable_path(shim.real_path)) return;
+  preloads.push_back(shim.shim_path);
+  if (shim.real_path.empty()) return;
+  preloads.push_back(shim.real_path);
+  ::setenv("SOFTVERBS_REAL_LIBIBVERBS", shim.real_path.c_str(), /*overwrite=*/1);
+}
+
+// LD_PRELOAD for PROGRAM: libsoftverbs.so (behind a sanitizer runtime in
+// such builds), the libibverbs.so.1 shim and the system library, then what
+// was there. False (with the message printed) when that cannot be done.
+bool set_ld_preload() {
+  const LibraryLookup library = find_provider_library();
+  if (library.path.empty()) {
+    std::fprintf(stderr, "softverbs: %s\n", describe_missing_library(library).c_str());
+    return false;
+  }
+  std::vector<std::string> preloads = runtime_preloads();
+  preloads.push_back(library.path);
+  for (const std::string& path : preloads) {
+    if (!is_preloadable_path(path)) {
+      std::fprintf(stderr,
+                   "softverbs: %s contains ':' or a space, which LD_PRELOAD cannot carry; "
+                   "move it or set SOFTVERBS_LIBRARY to a copy elsewhere\n",
+                   path.c_str());
+      return false;
+    }
+  }
+  add_ibverbs_shim(library.path, preloads);
+  const std::string ld_preload = compose_ld_preload(preloads, std::getenv("LD_PRELOAD"));
+  ::setenv("LD_PRELOAD", ld_preload.c_str(), /*overwrite=*/1);
+  return true;
+}
+
+// --device-files / --no-device-files, else SOFTVERBS_DEVICE_FILES (1, 0),
+// else "auto": made where that needs no user namespace (CAP_SYS_ADMIN).
+enum class DeviceFilesChoice { kAuto, kAlways, kNever };
+
+DeviceFilesChoice device_files_choice(std::optional<bool> option) {
+  if (option) return *option ? DeviceFilesChoice::kAlways : DeviceFilesChoice::kNever;
+  const char* env = std::getenv("SOFTVERBS_DEVICE_FILES");
+  if (env && std::string_view(env) == "1") return DeviceFilesChoice::kAlways;
+  if (env && std::string_view(env) == "0") return DeviceFilesChoice::kNever;
+  return DeviceFilesChoice::kAuto;
+}
+
+// The soft devices' files in PROGRAM's view of the file system
+// (device_files.h). Where the kernel allows no namespace (a container's
+// seccomp profile, disabled user namespaces) PROGRAM runs without them.
+// Returns false when the process cannot run PROGRAM any more.
+bool make_device_files_for_program(DeviceFilesChoice choice) {
+  if (choice == DeviceFilesChoice::kNever) return true;
+  const bool always = choice == DeviceFilesChoice::kAlways;
+  std::string error;
+  const DeviceFilesOutcome outcome = make_device_files(configured_devices(&error), always);
+  if (outcome.made || outcome.problem.empty()) return true;
+  if (outcome.broken) {
+    std::fprintf(stderr,
+                 "softverbs: cannot set up the soft devices' files (%s); "
+                 "run with --no-device-files\n",
+                 outcome.problem.c_str());
+    return false;
+  }
+  if (always)
+    std::fprintf(stderr,
+                 "softverbs: note: no /sys/class/infiniband or /dev/infiniband files for the "
+                 "soft devices (%s); verbs work, but tools that look there (ucx_info) skip "
+                 "the devices\n",
+                 outcome.problem.c_str());
+  return true;
 }
 
 int exec_program(std::span<char* const> program_and_args) {
@@ -61,6 +143,7 @@ int exec_program(std::span<char* const> program_and_args) {
 int run_command(std::span<char* const> args) {
   std::size_t program_at = args.size();
   bool saw_separator = false;
+  std::optional<bool> device_files;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg = args[i];
     if (arg == "--") {
@@ -71,6 +154,10 @@ int run_command(std::span<char* const> args) {
     if (arg == "-h" || arg == "--help") {
       print_run_usage(stdout);
       return kExitSuccess;
+    }
+    if (arg == "--device-files" || arg == "--no-device-files") {
+      device_files = arg == "--device-files";
+      continue;
     }
     std::string problem;
     switch (take_devices_option(args, i, problem)) {
@@ -99,24 +186,8 @@ int run_command(std::span<char* const> args) {
     return kExitUsage;
   }
 
-  const LibraryLookup library = find_provider_library();
-  if (library.path.empty()) {
-    std::fprintf(stderr, "softverbs: %s\n", describe_missing_library(library).c_str());
-    return kExitFailure;
-  }
-  std::vector<std::string> preloads = runtime_preloads();
-  preloads.push_back(library.path);
-  for (const std::string& path : preloads) {
-    if (!is_preloadable_path(path)) {
-      std::fprintf(stderr,
-                   "softverbs: %s contains ':' or a space, which LD_PRELOAD cannot carry; "
-                   "move it or set SOFTVERBS_LIBRARY to a copy elsewhere\n",
-                   path.c_str());
-      return kExitFailure;
-    }
-  }
-  const std::string ld_preload = compose_ld_preload(preloads, std::getenv("LD_PRELOAD"));
-  ::setenv("LD_PRELOAD", ld_preload.c_str(), /*overwrite=*/1);
+  if (!set_ld_preload()) return kExitFailure;
+  if (!make_device_files_for_program(device_files_choice(device_files))) return kExitFailure;
   return exec_program(args.subspan(program_at));
 }
 

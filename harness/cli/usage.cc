@@ -11,7 +11,7 @@ void print_usage(std::FILE* out) {
       "Runs unmodified libibverbs programs on software-emulated RDMA devices.\n"
       "\n"
       "commands:\n"
-      "  run [--devices N] -- PROGRAM [ARGS...]\n"
+      "  run [--devices N] [--[no-]device-files] -- PROGRAM [ARGS...]\n"
       "                 run PROGRAM with libsoftverbs.so preloaded, so its verbs\n"
       "                 calls reach the soft devices (softverbs0, softverbs1, ...)\n"
       "  devices [--devices N]\n"
@@ -43,12 +43,21 @@ void print_usage(std::FILE* out) {
 
 void print_run_usage(std::FILE* out) {
   std::fputs(
-      "usage: softverbs run [--devices N] -- PROGRAM [ARGS...]\n"
+      "usage: softverbs run [--devices N] [--[no-]device-files] -- PROGRAM [ARGS...]\n"
       "\n"
       "Starts PROGRAM with libsoftverbs.so added in front of LD_PRELOAD. PROGRAM's\n"
       "exit status is softverbs's; 127 when PROGRAM is not found.\n"
       "\n"
-      "  --devices N   number of soft devices PROGRAM sees (sets SOFTVERBS_DEVICES)\n"
+      "  --devices N         number of soft devices PROGRAM sees (sets SOFTVERBS_DEVICES)\n"
+      "  --device-files      run PROGRAM in a mount namespace of its own where the soft\n"
+      "                      devices have the files a kernel device has\n"
+      "                      (/sys/class/infiniband/<dev>/..., /dev/infiniband/uverbs_<dev>),\n"
+      "                      for tools such as ucx_info that look there; without root\n"
+      "                      this needs a user namespace, and then long messages to\n"
+      "                      programs of other `softverbs run`s go without the one-copy\n"
+      "                      path (SOFTVERBS_DEVICE_FILES=1)\n"
+      "  --no-device-files   never (SOFTVERBS_DEVICE_FILES=0); by default the files are\n"
+      "                      made when that needs no user namespace (as root)\n"
       "\n"
       "example: softverbs run -- ibv_rc_pingpong -d softverbs0\n",
       out);
