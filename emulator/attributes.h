@@ -59,8 +59,9 @@ struct DeviceAttributes {
   uint8_t local_ca_ack_delay = 15;
   uint8_t phys_port_cnt = 1;
   uint32_t max_ah = kMaxAh;
-  uint32_t max_mcast_grp = 0;
-  uint32_t max_mcast_qp_attach = 0;
+  // The host's table holds 4,096 attachments in all (shm_registry_layout.h).
+  uint32_t max_mcast_grp = 256;
+  uint32_t max_mcast_qp_attach = 16;
   uint32_t max_inline_data = kMaxInlineData;
   // Capabilities with IBTA meaning.
   bool cap_bad_pkey_cntr = true;

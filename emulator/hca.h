@@ -239,6 +239,12 @@ class Qp {
   // bad SGE count / inline size, ENOMEM when the SQ is full, EINVAL when the
   // QP's state does not accept sends (RESET, INIT, RTR).
   Errno post_send(const SendRequest& wr);
+  // Multicast (IBTA 10.5): a UD QP joins or leaves the group with GID `gid`
+  // (ff00::/8) and, on an InfiniBand port, multicast LID `lid`. EINVAL for
+  // another QP type, a unicast GID or LID, or (detach) a group not joined;
+  // ENOMEM when the host's table of attachments is full.
+  Errno attach_multicast(const Gid& gid, uint16_t lid);
+  Errno detach_multicast(const Gid& gid, uint16_t lid);
   // Posts one receive WR. ENOMEM when the RQ is full, EINVAL in RESET or with
   // too many SGEs.
   Errno post_recv(const RecvRequest& wr);

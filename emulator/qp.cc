@@ -381,7 +381,9 @@ Qp::Qp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this
 
 Qp::~Qp() {
   Hca::Impl& hca = impl_->hca->impl();
-  // After this no packet or timer reaches the QP.
+  // After this no packet or timer reaches the QP; a destroyed QP leaves
+  // its multicast groups.
+  if (impl_->type == QpType::kUd) impl_->engine->detach_all_multicast(*impl_);
   impl_->engine->remove_qp(impl_->device_index, impl_->qpn);
   {
     std::lock_guard lock(hca.objects_mutex);
@@ -424,6 +426,28 @@ QpCounters Qp::counters() const {
 Errno Qp::post_send(const SendRequest& wr) {
   std::lock_guard lock(impl_->mutex);
   return impl_->post_send(wr);
+}
+
+namespace {
+
+// IBTA 4.1.1: multicast LIDs are 0xC000-0xFFFE; a RoCE port has no LIDs.
+bool valid_group(const QpImpl& qp, const Gid& gid, uint16_t lid) {
+  if (qp.type != QpType::kUd || gid[0] != 0xff) return false;
+  if (qp.hca->description().link_layer == LinkLayer::kEthernet) return true;
+  return lid >= 0xc000 && lid != 0xffff;
+}
+
+}  // namespace
+
+// The engine's intake lock comes before the QP's: neither is held here.
+Errno Qp::attach_multicast(const Gid& gid, uint16_t lid) {
+  if (!valid_group(*impl_, gid, lid)) return EINVAL;
+  return impl_->engine->attach_multicast(*impl_, gid, lid);
+}
+
+Errno Qp::detach_multicast(const Gid& gid, uint16_t lid) {
+  if (!valid_group(*impl_, gid, lid)) return EINVAL;
+  return impl_->engine->detach_multicast(*impl_, gid, lid);
 }
 
 Errno Qp::post_recv(const RecvRequest& wr) {

@@ -244,19 +244,21 @@ Requester::Step Requester::send_datagram() {
   // UD: the whole message is one packet (post_send checked it fits the
   // MTU), and the WR is done once it is on the wire: nothing acknowledges it.
   SendWqe& w = *wqe_;
-  const packet::Headers h = qp_.make_datagram_headers(w, npsn_);
-  if (w.ud.device_index == Ah::kNoDevice) {
+  packet::Headers h = qp_.make_datagram_headers(w, npsn_);
+  if (w.ud.multicast) {
+    // IBTA 10.5.2.3: to a group, DestQP 0xFFFFFF; one copy per member process.
+    h.bth.dest_qp = Engine::kMulticastQpn;
+    qp_.engine->multicast_routes(w.ud.av.is_global ? &w.ud.av.dgid : nullptr, w.ud.av.dlid,
+                                 multicast_routes_);
+    for (const MulticastRoute& route : multicast_routes_)
+      if (WcStatus st = transmit_datagram(w, h, WireAddress{route.device_index, route.qpn});
+          st != WcStatus::kSuccess)
+        return local_error(w, st);
+  } else if (w.ud.device_index == Ah::kNoDevice) {
     ++qp_.counters.datagrams_unroutable;  // lost on the fabric
-  } else {
-    const WireAddress to{w.ud.device_index, w.ud.qpn};
-    const uint64_t index = qp_.sq.next;
-    if (w.inline_len) {
-      qp_.transmit_to(to, h, std::span<const uint8_t>(qp_.sq.inline_at(index), w.inline_len));
-    } else if (WcStatus st = qp_.transmit_gathered_to(to, h, qp_.sq.sges_at(index), w.num_sge,
-                                                      0, static_cast<uint32_t>(w.length));
-               st != WcStatus::kSuccess) {
-      return local_error(w, st);
-    }
+  } else if (WcStatus st = transmit_datagram(w, h, WireAddress{w.ud.device_index, w.ud.qpn});
+             st != WcStatus::kSuccess) {
+    return local_error(w, st);
   }
   advance_psn(packet::psn_add(npsn_, 1));
   finish_wqe();
@@ -264,6 +266,17 @@ Requester::Step Requester::send_datagram() {
   qp_.completer.complete(w, WcStatus::kSuccess);
   qp_.completer.retire_completed();
   return Step::kNextWqe;
+}
+
+WcStatus Requester::transmit_datagram(const SendWqe& w, const packet::Headers& h,
+                                      const WireAddress& to) {
+  const uint64_t index = qp_.sq.next;
+  if (w.inline_len) {
+    qp_.transmit_to(to, h, std::span<const uint8_t>(qp_.sq.inline_at(index), w.inline_len));
+    return WcStatus::kSuccess;
+  }
+  return qp_.transmit_gathered_to(to, h, qp_.sq.sges_at(index), w.num_sge, 0,
+                                  static_cast<uint32_t>(w.length));
 }
 
 Requester::Step Requester::segments_sent(SendWqe& w, uint64_t bytes, bool last) {

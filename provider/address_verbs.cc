@@ -157,3 +157,19 @@ SOFTVERBS_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_at
              ? -EOPNOTSUPP
              : -EINVAL;
 }
+
+SOFTVERBS_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!qp || !gid) return EINVAL;
+  if (!is_soft(qp->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_attach_mcast, qp, gid, lid);
+  Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
+  return errno_on_exception([&] { return hca_qp.attach_multicast(from_ibv_gid(*gid), lid); },
+                            ENOMEM);
+}
+
+SOFTVERBS_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!qp || !gid) return EINVAL;
+  if (!is_soft(qp->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_detach_mcast, qp, gid, lid);
+  Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
+  return errno_on_exception([&] { return hca_qp.detach_multicast(from_ibv_gid(*gid), lid); },
+                            ENOMEM);
+}

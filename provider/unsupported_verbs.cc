@@ -21,18 +21,6 @@ int soft_dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
 using namespace softverbs;
 using namespace softverbs::provider;
 
-SOFTVERBS_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
-  if (!qp) return EINVAL;
-  if (!is_soft(qp->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_attach_mcast, qp, gid, lid);
-  return EOPNOTSUPP;
-}
-
-SOFTVERBS_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
-  if (!qp) return EINVAL;
-  if (!is_soft(qp->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_detach_mcast, qp, gid, lid);
-  return EOPNOTSUPP;
-}
-
 SOFTVERBS_EXPORT int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
   if (!qp) return EINVAL;
   if (!is_soft(qp->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_query_ece, qp, ece);
