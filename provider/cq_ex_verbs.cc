@@ -34,14 +34,21 @@ int poll_next(ibv_cq_ex* cq) noexcept {
   return 0;
 }
 
+// ibv_create_cq_ex(3): after an error from start_poll, end_poll is not
+// called, so the batch ends here.
 int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;  // no poll attribute is defined
-  return poll_next(cq);
+  std::mutex& iterating = soft_cq_of(cq).iterating;
+  iterating.lock();
+  const int rc = poll_next(cq);
+  if (rc) iterating.unlock();
+  return rc;
 }
 
 int next_poll(ibv_cq_ex* cq) { return poll_next(cq); }
 
-void end_poll(ibv_cq_ex*) {}  // each completion was taken whole by poll_next
+// Each completion was taken whole by poll_next: nothing to give back.
+void end_poll(ibv_cq_ex* cq) { soft_cq_of(cq).iterating.unlock(); }
 
 ibv_wc_opcode read_opcode(ibv_cq_ex* cq) { return to_ibv_wc_opcode(polled(cq).opcode); }
 uint32_t read_vendor_err(ibv_cq_ex* cq) { return polled(cq).vendor_err; }

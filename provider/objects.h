@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "emulator/device_config.h"
 #include "emulator/hca.h"
@@ -53,8 +54,12 @@ struct SoftCq {
   // acknowledged as many (ibv.comp_events_completed, async_events_completed).
   uint32_t comp_events_delivered = 0;
   uint32_t async_events_delivered = 0;
-  // The completion ibv_start_poll / ibv_next_poll is at (cq_ex_verbs.cc).
+  // The completion ibv_start_poll / ibv_next_poll is at (cq_ex_verbs.cc),
+  // guarded by `iterating`, which is held from a successful ibv_start_poll
+  // to ibv_end_poll so threads polling one CQ take turns, as rdma-core's
+  // providers make them.
   Completion polled{};
+  std::mutex iterating;
 };
 
 struct SoftQp {
