@@ -7,73 +7,39 @@
 
 #include "provider/exports.h"
 #include "provider/real_library.h"
+#include "provider/send_wr_translation.h"
 #include "provider/soft_context.h"
 #include "provider/translate.h"
 
 namespace softverbs::provider {
 namespace {
 
-// Stack room for the SGEs of one WR. Raw bytes rather than Sge[kMaxSge]:
-// only the entries a WR uses get written, the rest is never zeroed.
-class SgeScratch {
+// Stack room for the SGEs and inline bytes of one WR. Raw bytes rather than
+// Sge[kMaxSge]: only the entries a WR uses get written, the rest is never
+// zeroed.
+class StackRoom {
  public:
-  // Gathers a WR's SGEs; EINVAL for a count no soft QP can take.
-  Errno gather(const ibv_sge* list, int count) {
-    if (count < 0 || static_cast<uint32_t>(count) > kMaxSge) return EINVAL;
-    if (count > 0 && !list) return EINVAL;
-    Sge* sges = data();
-    for (int i = 0; i < count; ++i) new (&sges[i]) Sge(from_ibv_sge(list[i]));
-    count_ = static_cast<size_t>(count);
-    return 0;
-  }
-  std::span<const Sge> sges() { return {data(), count_}; }
+  SendWrRoom room() { return {sges(), inline_bytes_.data()}; }
+  Sge* sges() { return std::launder(reinterpret_cast<Sge*>(sge_storage_)); }
 
  private:
-  Sge* data() { return std::launder(reinterpret_cast<Sge*>(storage_)); }
-  alignas(Sge) std::byte storage_[sizeof(Sge) * kMaxSge];
-  size_t count_ = 0;
+  alignas(Sge) std::byte sge_storage_[sizeof(Sge) * kMaxSge];
+  std::array<uint8_t, kMaxInlineData> inline_bytes_;  // left uninitialised
 };
 
-// IBV_SEND_INLINE: the bytes are copied now, the caller may reuse its
-// buffers as soon as ibv_post_send returns.
-Errno gather_inline(const ibv_sge* list, int count,
-                    std::array<uint8_t, kMaxInlineData>& out, size_t& length) {
-  size_t total = 0;
-  for (int i = 0; i < count; ++i) {
-    total += list[i].length;
-    if (total > out.size()) return EINVAL;  // above any QP's max_inline_data
-  }
-  uint8_t* cursor = out.data();
-  for (int i = 0; i < count; ++i) {
-    if (list[i].length == 0) continue;
-    std::memcpy(cursor, reinterpret_cast<const void*>(list[i].addr), list[i].length);
-    cursor += list[i].length;
-  }
-  length = total;
-  return 0;
-}
-
 Errno post_one_send(Qp& qp, const ibv_send_wr& wr) {
+  StackRoom stack;
   SendRequest request;
-  if (Errno err = from_ibv_send_wr(wr, request)) return err;
-  SgeScratch sges;
-  if (Errno err = sges.gather(wr.sg_list, wr.num_sge)) return err;
-  request.sges = sges.sges();
-  std::array<uint8_t, kMaxInlineData> inline_bytes;  // left uninitialised
-  if (wr.send_flags & IBV_SEND_INLINE) {
-    size_t length = 0;
-    if (Errno err = gather_inline(wr.sg_list, wr.num_sge, inline_bytes, length)) return err;
-    request.inline_data = std::span<const uint8_t>(inline_bytes.data(), length);
-  }
+  if (Errno err = translate_send_wr(wr, stack.room(), request)) return err;
   return qp.post_send(request);
 }
 
 Errno post_one_recv(Qp& qp, const ibv_recv_wr& wr) {
-  SgeScratch sges;
-  if (Errno err = sges.gather(wr.sg_list, wr.num_sge)) return err;
+  StackRoom stack;
+  if (Errno err = from_ibv_sge_list(wr.sg_list, wr.num_sge, stack.sges())) return err;
   RecvRequest request;
   request.wr_id = wr.wr_id;
-  request.sges = sges.sges();
+  request.sges = std::span<const Sge>(stack.sges(), static_cast<size_t>(wr.num_sge));
   return qp.post_recv(request);
 }
 
@@ -114,6 +80,74 @@ int soft_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   });
 }
 
+namespace {
+
+// The HCA's QP for `attr`, or nullptr with errno set.
+std::unique_ptr<Qp> create_hca_qp(SoftContext& context, ibv_pd* pd,
+                                  ibv_qp_init_attr_ex& attr, bool& sq_sig_all) {
+  QpType type;
+  if (Errno err = from_ibv_qp_type(raw_value(attr.qp_type), type)) {
+    errno = err;
+    return nullptr;
+  }
+  // No soft SRQ exists, so any SRQ given belongs to something else.
+  if (!is_cq_of(attr.send_cq, pd->context) || !is_cq_of(attr.recv_cq, pd->context) ||
+      attr.srq) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Hca::QpInit init;
+  init.type = type;
+  init.send_cq = soft_of<SoftCq>(attr.send_cq)->cq.get();
+  init.recv_cq = soft_of<SoftCq>(attr.recv_cq)->cq.get();
+  init.cap = from_ibv_qp_cap(attr.cap);
+  init.sq_sig_all = attr.sq_sig_all != 0;
+  Errno err = 0;
+  std::unique_ptr<Qp> qp = context.hca->create_qp(*soft_of<SoftPd>(pd)->pd, init, err);
+  if (!qp) {
+    errno = err ? err : ENOMEM;
+    return nullptr;
+  }
+  // A real HCA reports what it granted, which may exceed the request.
+  to_ibv_qp_cap(init.cap, attr.cap);
+  sq_sig_all = init.sq_sig_all;
+  return qp;
+}
+
+void fill_ibv_qp(ibv_qp& ibv, ibv_pd* pd, const ibv_qp_init_attr_ex& attr, uint32_t qpn) {
+  ibv.context = pd->context;
+  ibv.qp_context = attr.qp_context;
+  ibv.pd = pd;
+  ibv.send_cq = attr.send_cq;
+  ibv.recv_cq = attr.recv_cq;
+  ibv.srq = nullptr;
+  ibv.handle = qpn;
+  ibv.qp_num = qpn;
+  ibv.state = IBV_QPS_RESET;
+  ibv.qp_type = attr.qp_type;
+  pthread_mutex_init(&ibv.mutex, nullptr);
+  pthread_cond_init(&ibv.cond, nullptr);
+  ibv.events_completed = 0;
+}
+
+}  // namespace
+
+SoftQp* create_soft_qp(SoftContext& context, ibv_pd* pd, ibv_qp_init_attr_ex& attr) {
+  return errno_on_exception(
+      [&]() -> SoftQp* {
+        std::unique_ptr<SoftQp> qp(new SoftQp{});
+        qp->qp = create_hca_qp(context, pd, attr, qp->sq_sig_all);
+        if (!qp->qp) return nullptr;
+        {
+          std::lock_guard lock(context.objects.mutex);
+          context.objects.qps.emplace(qp->qp.get(), qp.get());
+        }
+        fill_ibv_qp(qp->ibv, pd, attr, qp->qp->qpn());
+        return qp.release();
+      },
+      static_cast<SoftQp*>(nullptr));
+}
+
 void destroy_soft_qp(SoftContext& context, SoftQp* qp, bool wait_for_acks) {
   {
     std::lock_guard lock(context.objects.mutex);
@@ -146,57 +180,18 @@ SOFTVERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr) 
   }
   SoftContext* context = soft_context(pd->context);
   if (!context) SOFTVERBS_FORWARD(nullptr, ibv_create_qp, pd, init_attr);
-
-  QpType type;
-  if (Errno err = from_ibv_qp_type(raw_value(init_attr->qp_type), type)) {
-    errno = err;
-    return nullptr;
-  }
-  // No soft SRQ exists, so any SRQ given belongs to something else.
-  if (!is_cq_of(init_attr->send_cq, pd->context) ||
-      !is_cq_of(init_attr->recv_cq, pd->context) || init_attr->srq) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return errno_on_exception(
-      [&]() -> ibv_qp* {
-        Hca::QpInit init;
-        init.type = type;
-        init.send_cq = soft_of<SoftCq>(init_attr->send_cq)->cq.get();
-        init.recv_cq = soft_of<SoftCq>(init_attr->recv_cq)->cq.get();
-        init.cap = from_ibv_qp_cap(init_attr->cap);
-        init.sq_sig_all = init_attr->sq_sig_all != 0;
-        std::unique_ptr<SoftQp> qp(new SoftQp{});
-        Errno err = 0;
-        qp->qp = context->hca->create_qp(*soft_of<SoftPd>(pd)->pd, init, err);
-        if (!qp->qp) {
-          errno = err ? err : ENOMEM;
-          return nullptr;
-        }
-        {
-          std::lock_guard lock(context->objects.mutex);
-          context->objects.qps.emplace(qp->qp.get(), qp.get());
-        }
-        // A real HCA reports what it granted, which may exceed the request.
-        to_ibv_qp_cap(init.cap, init_attr->cap);
-        qp->sq_sig_all = init.sq_sig_all;
-        ibv_qp& ibv = qp->ibv;
-        ibv.context = pd->context;
-        ibv.qp_context = init_attr->qp_context;
-        ibv.pd = pd;
-        ibv.send_cq = init_attr->send_cq;
-        ibv.recv_cq = init_attr->recv_cq;
-        ibv.srq = nullptr;
-        ibv.handle = qp->qp->qpn();
-        ibv.qp_num = qp->qp->qpn();
-        ibv.state = IBV_QPS_RESET;
-        ibv.qp_type = init_attr->qp_type;
-        pthread_mutex_init(&ibv.mutex, nullptr);
-        pthread_cond_init(&ibv.cond, nullptr);
-        ibv.events_completed = 0;
-        return &qp.release()->ibv;
-      },
-      static_cast<ibv_qp*>(nullptr));
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_context = init_attr->qp_context;
+  attr.send_cq = init_attr->send_cq;
+  attr.recv_cq = init_attr->recv_cq;
+  attr.srq = init_attr->srq;
+  attr.cap = init_attr->cap;
+  attr.qp_type = init_attr->qp_type;
+  attr.sq_sig_all = init_attr->sq_sig_all;
+  SoftQp* qp = create_soft_qp(*context, pd, attr);
+  if (!qp) return nullptr;
+  init_attr->cap = attr.cap;
+  return &qp->ibv;
 }
 
 SOFTVERBS_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
@@ -251,10 +246,11 @@ SOFTVERBS_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
     return nullptr;
   }
   if (!is_soft(qp->context)) SOFTVERBS_FORWARD(nullptr, ibv_qp_to_qp_ex, qp);
-  // Soft QPs come from ibv_create_qp only; the ibv_wr_* builders need
-  // ibv_create_qp_ex, which is not supported yet.
-  errno = EOPNOTSUPP;
-  return nullptr;
+  // As libibverbs with mlx5: only a QP created by ibv_create_qp_ex with
+  // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS has one; for any other, NULL with errno
+  // untouched, as libibverbs returns it.
+  SoftQp* soft = soft_of<SoftQp>(qp);
+  return soft->send_wr_batch ? &soft->ibv_ex : nullptr;
 }
 
 SOFTVERBS_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op,
