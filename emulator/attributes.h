@@ -27,6 +27,12 @@ constexpr uint32_t kMaxMsgSize = 1u << 31;
 constexpr uint16_t kPkeyTableLen = 1;
 constexpr uint16_t kDefaultPkey = 0xffff;
 constexpr uint32_t kGidTableLen = 16;
+// Completion timestamps count nanoseconds: a 1 GHz clock, 64 bits wide.
+constexpr uint64_t kHcaCoreClockKhz = 1'000'000;
+constexpr uint64_t kCompletionTimestampMask = ~0ull;
+// CQ moderation limits (16-bit count, period in microseconds).
+constexpr uint16_t kMaxCqModerationCount = 0xffff;
+constexpr uint16_t kMaxCqModerationPeriodUs = 4095;
 
 enum class AtomicCapability : uint8_t { kNone, kHca, kGlobal };
 
@@ -63,6 +69,10 @@ struct DeviceAttributes {
   uint32_t max_mcast_grp = 256;
   uint32_t max_mcast_qp_attach = 16;
   uint32_t max_inline_data = kMaxInlineData;
+  uint64_t hca_core_clock_khz = kHcaCoreClockKhz;
+  uint64_t completion_timestamp_mask = kCompletionTimestampMask;
+  uint16_t max_cq_moderation_count = kMaxCqModerationCount;
+  uint16_t max_cq_moderation_period_us = kMaxCqModerationPeriodUs;
   // Capabilities with IBTA meaning.
   bool cap_bad_pkey_cntr = true;
   bool cap_bad_qkey_cntr = true;

@@ -10,12 +10,16 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual uint64_t now_ns() const = 0;
+  // Nanoseconds since the Unix epoch (CLOCK_REALTIME): completion
+  // wall-clock timestamps only, never deadlines (it may jump).
+  virtual uint64_t wallclock_ns() const = 0;
 };
 
 // CLOCK_MONOTONIC.
 class SteadyClock final : public Clock {
  public:
   uint64_t now_ns() const override;
+  uint64_t wallclock_ns() const override;  // CLOCK_REALTIME
   static SteadyClock& instance();
 };
 
@@ -23,9 +27,12 @@ class SteadyClock final : public Clock {
 class ManualClock final : public Clock {
  public:
   uint64_t now_ns() const override { return now_; }
+  // Moves with now_ns(), from a fixed date (2024-01-01), so a run replays.
+  uint64_t wallclock_ns() const override { return kWallclockAtStart + now_; }
   void advance(uint64_t ns) { now_ += ns; }
 
  private:
+  static constexpr uint64_t kWallclockAtStart = 1'704'067'200ull * 1'000'000'000ull;
   uint64_t now_ = 1'000'000'000;
 };
 

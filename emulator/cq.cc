@@ -10,7 +10,16 @@ namespace softverbs {
 Cq::Cq(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
 Cq::~Cq() = default;
 
-uint32_t Cq::capacity() const { return static_cast<uint32_t>(impl_->ring.size()); }
+uint32_t Cq::capacity() const {
+  std::lock_guard lock(impl_->mutex);  // resize() replaces the ring
+  return static_cast<uint32_t>(impl_->ring.size());
+}
+
+// Under the CQ's lock, so timestamps never go back along the ring.
+void Cq::Impl::stamp(Completion& completion) const {
+  if (stamps & kStampTimestamp) completion.timestamp_ns = engine->clock().now_ns();
+  if (stamps & kStampWallclock) completion.wallclock_ns = engine->clock().wallclock_ns();
+}
 
 void Cq::Impl::push(const Completion& completion, bool solicited) {
   bool event = false, overflow = false;
@@ -22,7 +31,9 @@ void Cq::Impl::push(const Completion& completion, bool solicited) {
       overflowed.store(true, std::memory_order_relaxed);
       overflow = true;
     } else {
-      ring[t % ring.size()] = completion;
+      Completion& slot = ring[t % ring.size()];
+      slot = completion;
+      if (stamps) stamp(slot);
       tail.store(t + 1, std::memory_order_release);
       if (arm == Arm::kNext || (arm == Arm::kSolicited && solicited)) {
         arm = Arm::kNone;
@@ -56,6 +67,26 @@ Errno Cq::arm(bool solicited_only) {
   if (impl_->arm != Impl::Arm::kNext)
     impl_->arm = solicited_only ? Impl::Arm::kSolicited : Impl::Arm::kNext;
   return 0;
+}
+
+Errno Cq::resize(uint32_t cqe) {
+  Impl& cq = *impl_;
+  if (cqe == 0 || cqe > cq.hca->attributes().max_cqe) return EINVAL;
+  std::vector<Completion> ring(cqe);  // taken, and the old one freed, unlocked
+  std::lock_guard lock(cq.mutex);
+  const uint64_t h = cq.head.load(std::memory_order_relaxed);
+  const uint64_t t = cq.tail.load(std::memory_order_relaxed);
+  if (t - h > cqe) return EINVAL;  // ibv_resize_cq(3): pending ones must fit
+  // Indices only grow; each pending completion moves to its slot in the new ring.
+  for (uint64_t n = h; n != t; ++n) ring[n % cqe] = cq.ring[n % cq.ring.size()];
+  cq.ring.swap(ring);
+  return 0;
+}
+
+void Cq::set_moderation(uint16_t count, uint16_t period_us) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->moderation_count = count;
+  impl_->moderation_period_us = period_us;
 }
 
 }  // namespace softverbs

@@ -26,6 +26,12 @@ struct Cq::Impl {
   std::atomic<uint64_t> tail{0};  // next to fill
   enum class Arm : uint8_t { kNone, kNext, kSolicited } arm = Arm::kNone;
   std::atomic<bool> overflowed{false};  // written under the lock
+  uint32_t stamps = 0;  // CqStamps; set at creation
+  // Cq::set_moderation's values, kept for when events are moderated; until
+  // then every armed CQ signals at its first completion, which a program
+  // that polls after each event cannot tell from count = 1.
+  uint16_t moderation_count = 0;
+  uint16_t moderation_period_us = 0;
 
   // Completions ready, read without the lock (may be stale by the time the
   // caller acts on it).
@@ -38,6 +44,8 @@ struct Cq::Impl {
   // IBV_EVENT_CQ_ERR. Fires a completion event when armed for it. Takes the
   // CQ's lock.
   void push(const Completion& completion, bool solicited);
+  // Records the times `stamps` asks for in a completion being pushed.
+  void stamp(Completion& completion) const;
 };
 
 }  // namespace softverbs

@@ -87,6 +87,8 @@ std::unique_ptr<Hca> Hca::open_on(Engine& engine_ref, uint32_t index, Errno& err
 const DeviceDescription& Hca::description() const { return impl_->description; }
 const DeviceAttributes& Hca::attributes() const { return impl_->attributes; }
 Engine& Hca::engine() const { return *impl_->engine; }
+uint64_t Hca::clock_ns() const { return impl_->engine->clock().now_ns(); }
+uint64_t Hca::wallclock_ns() const { return impl_->engine->clock().wallclock_ns(); }
 
 Errno Hca::query_port(uint8_t port, PortAttributes& out) const {
   if (port != 1) return EINVAL;
@@ -165,7 +167,8 @@ Mr::~Mr() {
 
 // ---------------------------------------------------------------- Cq
 
-std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errno& err) {
+std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errno& err,
+                                   uint32_t stamps) {
   if (cqe == 0 || cqe > impl_->attributes.max_cqe) {
     err = EINVAL;
     return nullptr;
@@ -174,6 +177,7 @@ std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errn
   impl->hca = this;
   impl->engine = impl_->engine;
   impl->sink = sink;
+  impl->stamps = stamps;
   impl->ring.resize(cqe);
   err = 0;
   return std::unique_ptr<Cq>(new Cq(std::move(impl)));

@@ -77,8 +77,9 @@ class Hca {
   std::unique_ptr<Mr> register_mr(Pd& pd, uint64_t addr, uint64_t length,
                                   uint32_t access, Errno& err);
   // EINVAL when cqe is 0 or above max_cqe. The CQ holds at least `cqe`.
+  // `stamps` (CqStamps) says which times each completion records.
   std::unique_ptr<Cq> create_cq(uint32_t cqe, CompletionEventSink* sink,
-                                Errno& err);
+                                Errno& err, uint32_t stamps = 0);
   struct QpInit {
     QpType type = QpType::kRc;
     Cq* send_cq = nullptr;
@@ -106,6 +107,10 @@ class Hca {
   std::unique_ptr<Srq> create_srq(Pd& pd, SrqInit& init, Errno& err);
 
   Engine& engine() const;
+  // The clock completion timestamps are taken on (Completion::timestamp_ns):
+  // nanoseconds, so a 1 GHz HCA clock. And the wall clock they record.
+  uint64_t clock_ns() const;
+  uint64_t wallclock_ns() const;
 
   struct Impl;
   Impl& impl() const { return *impl_; }
@@ -160,6 +165,13 @@ class Cq {
   int poll(std::span<Completion> out);
   // Requests a completion event for the next (solicited) completion.
   Errno arm(bool solicited_only);
+  // Gives the CQ room for at least `cqe` completions, keeping those pending
+  // in order. EINVAL when cqe is 0, above max_cqe or below the number
+  // pending.
+  Errno resize(uint32_t cqe);
+  // Event moderation (count completions or period_us, whichever first).
+  // Stored only: completion events are not held back (see cq_impl.h).
+  void set_moderation(uint16_t count, uint16_t period_us);
   // Objects (QPs) still using this CQ.
   std::atomic<uint32_t> users{0};
 
@@ -245,6 +257,10 @@ class Qp {
   // ENOMEM when the host's table of attachments is full.
   Errno attach_multicast(const Gid& gid, uint16_t lid);
   Errno detach_multicast(const Gid& gid, uint16_t lid);
+  // Posts every WR of `wrs` or none: each is checked as post_send checks it,
+  // and the SQ must have room for all. On refusal returns post_send's errno
+  // for the first WR refused, whose index goes to `refused`.
+  Errno post_send_batch(std::span<const SendRequest> wrs, size_t& refused);
   // Posts one receive WR. ENOMEM when the RQ is full, EINVAL in RESET or with
   // too many SGEs.
   Errno post_recv(const RecvRequest& wr);

@@ -76,6 +76,11 @@ bool sends_allowed(QpState s) {
          s == QpState::kErr;
 }
 
+// Inline data means nothing to a READ, whose SGEs receive the response.
+bool carries_inline(const SendRequest& wr) {
+  return (wr.flags & kWrInline) && wr.opcode != WrOpcode::kRdmaRead;
+}
+
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
     case QpType::kRc: return op != WrOpcode::kSendWithInv;  // needs memory windows
@@ -161,31 +166,26 @@ Errno QpImpl::resolve_datagram(const SendRequest& wr, uint64_t length,
   return 0;
 }
 
-Errno QpImpl::post_send(const SendRequest& wr) {
+Errno QpImpl::check_send(const SendRequest& wr, uint64_t& length) const {
   if (!sends_allowed(attr.state)) return EINVAL;
   if (!opcode_allowed(type, wr.opcode)) return EINVAL;
-  const bool is_inline = (wr.flags & kWrInline) && wr.opcode != WrOpcode::kRdmaRead;
-  if (is_inline) {
+  if (carries_inline(wr)) {
     if (wr.inline_data.size() > cap.max_inline_data) return EINVAL;
-  } else if (wr.sges.size() > cap.max_send_sge) {
-    return EINVAL;
-  }
-  if (sq.full() || !sq.allocate()) return ENOMEM;
-  uint64_t length = 0;
-  if (is_inline) {
     length = wr.inline_data.size();
   } else {
+    if (wr.sges.size() > cap.max_send_sge) return EINVAL;
+    length = 0;
     for (const Sge& s : wr.sges) length += s.length;
   }
   if (length > kMaxMsgSize) return EINVAL;
   DatagramDestination ud;
-  if (type == QpType::kUd) {
-    if (Errno err = resolve_datagram(wr, length, ud)) return err;
-  }
+  return type == QpType::kUd ? resolve_datagram(wr, length, ud) : 0;
+}
 
+void QpImpl::enqueue_send(const SendRequest& wr, uint64_t length) {
   SendWqe& w = sq.at(sq.tail);
   w = SendWqe{};
-  w.ud = ud;
+  if (type == QpType::kUd) resolve_datagram(wr, length, w.ud);  // checked already
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.flags = wr.flags;
@@ -195,7 +195,7 @@ Errno QpImpl::post_send(const SendRequest& wr) {
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
   w.length = length;
-  if (is_inline) {
+  if (carries_inline(wr)) {
     w.inline_len = static_cast<uint32_t>(length);
     std::copy(wr.inline_data.begin(), wr.inline_data.end(), sq.inline_at(sq.tail));
   } else {
@@ -209,7 +209,40 @@ Errno QpImpl::post_send(const SendRequest& wr) {
     w.started = true;
     completer.complete(w, WcStatus::kWrFlushErr);
     completer.retire_completed();
-    return 0;
+  }
+}
+
+Errno QpImpl::post_send(const SendRequest& wr) {
+  uint64_t length = 0;
+  if (Errno err = check_send(wr, length)) return err;
+  if (sq.full() || !sq.allocate()) return ENOMEM;
+  enqueue_send(wr, length);
+  requester.run();
+  return 0;
+}
+
+Errno QpImpl::post_send_batch(std::span<const SendRequest> wrs, size_t& refused) {
+  // Everything is checked before anything is queued: all or nothing.
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    uint64_t length = 0;
+    if (Errno err = check_send(wrs[i], length)) {
+      refused = i;
+      return err;
+    }
+  }
+  const uint64_t room = sq.capacity() - (sq.tail - sq.head);
+  if (wrs.size() > room) {
+    refused = room;  // the first that finds the SQ full
+    return ENOMEM;
+  }
+  if (!wrs.empty() && !sq.allocate()) {
+    refused = 0;
+    return ENOMEM;
+  }
+  for (const SendRequest& wr : wrs) {
+    uint64_t length = 0;
+    check_send(wr, length);  // cannot fail now: only recomputes the length
+    enqueue_send(wr, length);
   }
   requester.run();
   return 0;
@@ -448,6 +481,11 @@ Errno Qp::attach_multicast(const Gid& gid, uint16_t lid) {
 Errno Qp::detach_multicast(const Gid& gid, uint16_t lid) {
   if (!valid_group(*impl_, gid, lid)) return EINVAL;
   return impl_->engine->detach_multicast(*impl_, gid, lid);
+}
+
+Errno Qp::post_send_batch(std::span<const SendRequest> wrs, size_t& refused) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->post_send_batch(wrs, refused);
 }
 
 Errno Qp::post_recv(const RecvRequest& wr) {

@@ -78,6 +78,7 @@ struct QpImpl {
   // ---- the QP's operations (qp.cc)
   Errno modify(const QpAttributes& a, uint32_t mask);
   Errno post_send(const SendRequest& wr);
+  Errno post_send_batch(std::span<const SendRequest> wrs, size_t& refused);
   Errno post_recv(const RecvRequest& wr);
   // UD: checks a WR's address handle and length, and copies where it goes.
   Errno resolve_datagram(const SendRequest& wr, uint64_t length, DatagramDestination& out) const;
@@ -87,6 +88,12 @@ struct QpImpl {
   void raise(AsyncEventType type);
   // The send queue drained while in SQD: tell whoever asked.
   void note_send_queue_drained();
+
+  // ---- posting a send WR (qp.cc): the checks, then the queueing
+  // `length` is the message's size. EINVAL as Qp::post_send says.
+  Errno check_send(const SendRequest& wr, uint64_t& length) const;
+  // Queues a checked WR on an SQ with room (flushed at once in ERR/SQE).
+  void enqueue_send(const SendRequest& wr, uint64_t length);
 
   // ---- packets in and out (qp.cc)
   // A frame for this QP, decoded by the engine's intake.

@@ -224,6 +224,18 @@ struct Completion {
   uint16_t slid = 0;
   uint8_t sl = 0;
   uint8_t dlid_path_bits = 0;
+  // When the CQ received it: the HCA clock (Clock::now_ns) and the wall
+  // clock (ns since the epoch). Set only on CQs created to stamp them
+  // (CqStamps), 0 elsewhere.
+  uint64_t timestamp_ns = 0;
+  uint64_t wallclock_ns = 0;
+};
+
+// What a CQ records in each completion it receives, besides the
+// completion itself.
+enum CqStamps : uint32_t {
+  kStampTimestamp = 1u << 0,  // Completion::timestamp_ns
+  kStampWallclock = 1u << 1,  // Completion::wallclock_ns
 };
 
 // Asynchronous events, in the IBTA's terms.

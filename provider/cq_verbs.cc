@@ -51,6 +51,66 @@ int soft_req_notify_cq(ibv_cq* cq, int solicited_only) {
   return errno_on_exception([&] { return hca_cq.arm(solicited_only != 0); }, ENOMEM);
 }
 
+namespace {
+
+// Reports the CQ's completion events to `channel` (and counts it as a user).
+void attach_channel(SoftContext& context, SoftCq& cq, SoftCompChannel& channel) {
+  try {
+    channel.events.attach(*cq.cq, cq);
+  } catch (...) {
+    std::lock_guard lock(context.objects.mutex);
+    context.objects.cqs.erase(cq.cq.get());
+    throw;
+  }
+  cq.channel = &channel;
+  pthread_mutex_lock(&context.ibv()->mutex);
+  ++channel.ibv.refcnt;
+  pthread_mutex_unlock(&context.ibv()->mutex);
+}
+
+void fill_ibv_cq(ibv_cq& ibv, ibv_context* context, ibv_comp_channel* channel,
+                 void* cq_context, uint32_t capacity) {
+  ibv.context = context;
+  ibv.channel = channel;
+  ibv.cq_context = cq_context;
+  ibv.handle = 0;
+  ibv.cqe = static_cast<int>(capacity);
+  pthread_mutex_init(&ibv.mutex, nullptr);
+  pthread_cond_init(&ibv.cond, nullptr);
+  ibv.comp_events_completed = 0;
+  ibv.async_events_completed = 0;
+}
+
+}  // namespace
+
+SoftCq* create_soft_cq(SoftContext& context, uint32_t cqe, void* cq_context,
+                       ibv_comp_channel* channel, uint32_t stamps) {
+  if (channel && channel->context != context.ibv()) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  SoftCompChannel* soft_channel = channel ? soft_of<SoftCompChannel>(channel) : nullptr;
+  return errno_on_exception(
+      [&]() -> SoftCq* {
+        std::unique_ptr<SoftCq> cq(new SoftCq{});
+        Errno err = 0;
+        cq->cq = context.hca->create_cq(cqe, soft_channel ? &soft_channel->events : nullptr,
+                                        err, stamps);
+        if (!cq->cq) {
+          errno = err ? err : ENOMEM;
+          return nullptr;
+        }
+        {
+          std::lock_guard lock(context.objects.mutex);
+          context.objects.cqs.emplace(cq->cq.get(), cq.get());
+        }
+        if (soft_channel) attach_channel(context, *cq, *soft_channel);
+        fill_ibv_cq(cq->ibv, context.ibv(), channel, cq_context, cq->cq->capacity());
+        return cq.release();
+      },
+      static_cast<SoftCq*>(nullptr));
+}
+
 void destroy_soft_cq(SoftContext& context, SoftCq* cq, bool wait_for_acks) {
   {
     std::lock_guard lock(context.objects.mutex);
@@ -126,58 +186,25 @@ SOFTVERBS_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_c
   if (!soft)
     SOFTVERBS_FORWARD(nullptr, ibv_create_cq, context, cqe, cq_context, channel,
                       comp_vector);
-  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors ||
-      (channel && channel->context != context)) {
+  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
     errno = EINVAL;
     return nullptr;
   }
-  SoftCompChannel* soft_channel = channel ? soft_of<SoftCompChannel>(channel) : nullptr;
-  return errno_on_exception(
-      [&]() -> ibv_cq* {
-        std::unique_ptr<SoftCq> cq(new SoftCq{});
-        Errno err = 0;
-        cq->cq = soft->hca->create_cq(static_cast<uint32_t>(cqe),
-                                      soft_channel ? &soft_channel->events : nullptr, err);
-        if (!cq->cq) {
-          errno = err ? err : ENOMEM;
-          return nullptr;
-        }
-        {
-          std::lock_guard lock(soft->objects.mutex);
-          soft->objects.cqs.emplace(cq->cq.get(), cq.get());
-        }
-        if (soft_channel) {
-          try {
-            soft_channel->events.attach(*cq->cq, *cq);
-          } catch (...) {
-            std::lock_guard lock(soft->objects.mutex);
-            soft->objects.cqs.erase(cq->cq.get());
-            throw;
-          }
-          cq->channel = soft_channel;
-          pthread_mutex_lock(&context->mutex);
-          ++channel->refcnt;
-          pthread_mutex_unlock(&context->mutex);
-        }
-        ibv_cq& ibv = cq->ibv;
-        ibv.context = context;
-        ibv.channel = channel;
-        ibv.cq_context = cq_context;
-        ibv.handle = 0;
-        ibv.cqe = static_cast<int>(cq->cq->capacity());
-        pthread_mutex_init(&ibv.mutex, nullptr);
-        pthread_cond_init(&ibv.cond, nullptr);
-        ibv.comp_events_completed = 0;
-        ibv.async_events_completed = 0;
-        return &cq.release()->ibv;
-      },
-      static_cast<ibv_cq*>(nullptr));
+  SoftCq* cq = create_soft_cq(*soft, static_cast<uint32_t>(cqe), cq_context, channel, 0);
+  return cq ? &cq->ibv : nullptr;
 }
 
 SOFTVERBS_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (!cq) return EINVAL;
   if (!is_soft(cq->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_resize_cq, cq, cqe);
-  return EOPNOTSUPP;  // not supported yet (the device does not claim it)
+  if (cqe <= 0) return EINVAL;
+  Cq& hca_cq = *soft_of<SoftCq>(cq)->cq;
+  if (Errno err = errno_on_exception(
+          [&] { return hca_cq.resize(static_cast<uint32_t>(cqe)); }, ENOMEM))
+    return err;
+  // ibv_resize_cq(3): cq->cqe tells the caller the size it got.
+  cq->cqe = static_cast<int>(hca_cq.capacity());
+  return 0;
 }
 
 SOFTVERBS_EXPORT int ibv_destroy_cq(ibv_cq* cq) {

@@ -71,6 +71,22 @@ int soft_query_device_ex(ibv_context* context,
   return 0;
 }
 
+int soft_query_rt_values(ibv_context* context, ibv_values_ex* values) {
+  SoftContext* soft = soft_context(context);
+  if (!soft || !values) return EINVAL;
+  if (values->comp_mask & ~static_cast<uint32_t>(IBV_VALUES_MASK_RAW_CLOCK)) return EINVAL;
+  uint32_t filled = 0;
+  if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+    // The clock completion timestamps are read on, in its own units
+    // (nanoseconds), carried in tv_nsec as mlx5 and rxe carry raw cycles.
+    values->raw_clock.tv_sec = 0;
+    values->raw_clock.tv_nsec = static_cast<long>(soft->hca->clock_ns());
+    filled |= IBV_VALUES_MASK_RAW_CLOCK;
+  }
+  values->comp_mask = filled;
+  return 0;
+}
+
 }  // namespace softverbs::provider
 
 using namespace softverbs;

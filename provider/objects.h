@@ -12,9 +12,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "emulator/device_config.h"
 #include "emulator/hca.h"
+#include "provider/send_wr_batch.h"
 
 namespace softverbs::provider {
 
@@ -38,7 +40,13 @@ struct SoftMr {
 struct SoftCompChannel;
 
 struct SoftCq {
-  ibv_cq ibv;
+  // ibv_cq_ex begins with exactly the members of ibv_cq, which is how
+  // verbs.h's ibv_cq_ex_to_cq is a cast; the extended members are used by
+  // CQs from ibv_create_cq_ex only. ibv_ex first, so SoftCq{} zeroes it all.
+  union {
+    ibv_cq_ex ibv_ex;
+    ibv_cq ibv;
+  };
   std::unique_ptr<Cq> cq;
   SoftCompChannel* channel = nullptr;
   // Events handed out by ibv_get_cq_event / ibv_get_async_event. Incremented
@@ -46,6 +54,12 @@ struct SoftCq {
   // acknowledged as many (ibv.comp_events_completed, async_events_completed).
   uint32_t comp_events_delivered = 0;
   uint32_t async_events_delivered = 0;
+  // The completion ibv_start_poll / ibv_next_poll is at (cq_ex_verbs.cc),
+  // guarded by `iterating`, which is held from a successful ibv_start_poll
+  // to ibv_end_poll so threads polling one CQ take turns, as rdma-core's
+  // providers make them.
+  Completion polled{};
+  std::mutex iterating;
 };
 
 struct SoftAh {
@@ -60,10 +74,19 @@ struct SoftSrq {
 };
 
 struct SoftQp {
-  ibv_qp ibv;
+  // ibv_qp_ex begins with the ibv_qp (qp_base); its builders are used by
+  // QPs from ibv_create_qp_ex with send ops only. ibv_ex first, so SoftQp{}
+  // zeroes it all.
+  union {
+    ibv_qp_ex ibv_ex;
+    ibv_qp ibv;
+  };
   std::unique_ptr<Qp> qp;
   bool sq_sig_all = false;
   uint32_t async_events_delivered = 0;  // see SoftCq; acked in ibv.events_completed
+  // The WRs the ibv_wr_* builders assemble; only on a QP that has an
+  // ibv_qp_ex (ibv_qp_to_qp_ex returns NULL for the others).
+  std::unique_ptr<SendWrBatch> send_wr_batch;
 };
 
 bool is_soft_device(const ibv_device* device);

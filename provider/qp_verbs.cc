@@ -8,56 +8,30 @@
 #include "provider/exports.h"
 #include "provider/post_chain.h"
 #include "provider/real_library.h"
+#include "provider/send_wr_translation.h"
 #include "provider/soft_context.h"
 #include "provider/translate.h"
 
 namespace softverbs::provider {
 namespace {
 
-// IBV_SEND_INLINE: the bytes are copied now, the caller may reuse its
-// buffers as soon as ibv_post_send returns.
-Errno gather_inline(const ibv_sge* list, int count,
-                    std::array<uint8_t, kMaxInlineData>& out, size_t& length) {
-  size_t total = 0;
-  for (int i = 0; i < count; ++i) {
-    total += list[i].length;
-    if (total > out.size()) return EINVAL;  // above any QP's max_inline_data
-  }
-  uint8_t* cursor = out.data();
-  for (int i = 0; i < count; ++i) {
-    if (list[i].length == 0) continue;
-    std::memcpy(cursor, reinterpret_cast<const void*>(list[i].addr), list[i].length);
-    cursor += list[i].length;
-  }
-  length = total;
-  return 0;
-}
+// Stack room for the SGEs and inline bytes of one WR. Raw bytes rather than
+// Sge[kMaxSge]: only the entries a WR uses get written, the rest is never
+// zeroed.
+class StackRoom {
+ public:
+  SendWrRoom room() { return {sges(), inline_bytes_.data()}; }
+  Sge* sges() { return std::launder(reinterpret_cast<Sge*>(sge_storage_)); }
 
-// The address handle of a UD WR: one of this QP's context.
-Errno datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRequest& request) {
-  const ibv_ah* ah = wr.wr.ud.ah;
-  if (!ah || ah->context != qp.context) return EINVAL;
-  request.ah = soft_of<SoftAh>(const_cast<ibv_ah*>(ah))->ah.get();
-  request.remote_qpn = wr.wr.ud.remote_qpn;
-  request.remote_qkey = wr.wr.ud.remote_qkey;
-  return 0;
-}
+ private:
+  alignas(Sge) std::byte sge_storage_[sizeof(Sge) * kMaxSge];
+  std::array<uint8_t, kMaxInlineData> inline_bytes_;  // left uninitialised
+};
 
 Errno post_one_send(const ibv_qp& ibv, Qp& qp, const ibv_send_wr& wr) {
+  StackRoom stack;
   SendRequest request;
-  if (Errno err = from_ibv_send_wr(wr, request)) return err;
-  if (ibv.qp_type == IBV_QPT_UD) {
-    if (Errno err = datagram_address(ibv, wr, request)) return err;
-  }
-  SgeScratch sges;
-  if (Errno err = sges.gather(wr.sg_list, wr.num_sge)) return err;
-  request.sges = sges.sges();
-  std::array<uint8_t, kMaxInlineData> inline_bytes;  // left uninitialised
-  if (wr.send_flags & IBV_SEND_INLINE) {
-    size_t length = 0;
-    if (Errno err = gather_inline(wr.sg_list, wr.num_sge, inline_bytes, length)) return err;
-    request.inline_data = std::span<const uint8_t>(inline_bytes.data(), length);
-  }
+  if (Errno err = translate_send_wr(wr, stack.room(), request, &ibv)) return err;
   return qp.post_send(request);
 }
 
@@ -79,6 +53,74 @@ int soft_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
   return post_recv_chain(wr, bad_wr,
                          [&hca_qp](const RecvRequest& request) { return hca_qp.post_recv(request); });
+}
+
+namespace {
+
+// The HCA's QP for `attr`, or nullptr with errno set.
+std::unique_ptr<Qp> create_hca_qp(SoftContext& context, ibv_pd* pd,
+                                  ibv_qp_init_attr_ex& attr, bool& sq_sig_all) {
+  QpType type;
+  if (Errno err = from_ibv_qp_type(raw_value(attr.qp_type), type)) {
+    errno = err;
+    return nullptr;
+  }
+  if (!is_cq_of(attr.send_cq, pd->context) || !is_cq_of(attr.recv_cq, pd->context) ||
+      (attr.srq && attr.srq->context != pd->context)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Hca::QpInit init;
+  init.type = type;
+  init.send_cq = soft_of<SoftCq>(attr.send_cq)->cq.get();
+  init.recv_cq = soft_of<SoftCq>(attr.recv_cq)->cq.get();
+  init.cap = from_ibv_qp_cap(attr.cap);
+  init.sq_sig_all = attr.sq_sig_all != 0;
+  if (attr.srq) init.srq = soft_of<SoftSrq>(attr.srq)->srq.get();
+  Errno err = 0;
+  std::unique_ptr<Qp> qp = context.hca->create_qp(*soft_of<SoftPd>(pd)->pd, init, err);
+  if (!qp) {
+    errno = err ? err : ENOMEM;
+    return nullptr;
+  }
+  // A real HCA reports what it granted, which may exceed the request.
+  to_ibv_qp_cap(init.cap, attr.cap);
+  sq_sig_all = init.sq_sig_all;
+  return qp;
+}
+
+void fill_ibv_qp(ibv_qp& ibv, ibv_pd* pd, const ibv_qp_init_attr_ex& attr, uint32_t qpn) {
+  ibv.context = pd->context;
+  ibv.qp_context = attr.qp_context;
+  ibv.pd = pd;
+  ibv.send_cq = attr.send_cq;
+  ibv.recv_cq = attr.recv_cq;
+  ibv.srq = attr.srq;
+  ibv.handle = qpn;
+  ibv.qp_num = qpn;
+  ibv.state = IBV_QPS_RESET;
+  ibv.qp_type = attr.qp_type;
+  pthread_mutex_init(&ibv.mutex, nullptr);
+  pthread_cond_init(&ibv.cond, nullptr);
+  ibv.events_completed = 0;
+}
+
+}  // namespace
+
+SoftQp* create_soft_qp(SoftContext& context, ibv_pd* pd, ibv_qp_init_attr_ex& attr) {
+  return errno_on_exception(
+      [&]() -> SoftQp* {
+        std::unique_ptr<SoftQp> qp(new SoftQp{});
+        qp->qp = create_hca_qp(context, pd, attr, qp->sq_sig_all);
+        if (!qp->qp) return nullptr;
+        {
+          std::lock_guard lock(context.objects.mutex);
+          context.objects.qps.emplace(qp->qp.get(), qp.get());
+        }
+        fill_ibv_qp(qp->ibv, pd, attr, qp->qp->qpn());
+        return qp.release();
+      },
+      static_cast<SoftQp*>(nullptr));
 }
 
 void destroy_soft_qp(SoftContext& context, SoftQp* qp, bool wait_for_acks) {
@@ -113,58 +155,18 @@ SOFTVERBS_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init_attr) 
   }
   SoftContext* context = soft_context(pd->context);
   if (!context) SOFTVERBS_FORWARD(nullptr, ibv_create_qp, pd, init_attr);
-
-  QpType type;
-  if (Errno err = from_ibv_qp_type(raw_value(init_attr->qp_type), type)) {
-    errno = err;
-    return nullptr;
-  }
-  if (!is_cq_of(init_attr->send_cq, pd->context) ||
-      !is_cq_of(init_attr->recv_cq, pd->context) ||
-      (init_attr->srq && init_attr->srq->context != pd->context)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  return errno_on_exception(
-      [&]() -> ibv_qp* {
-        Hca::QpInit init;
-        init.type = type;
-        init.send_cq = soft_of<SoftCq>(init_attr->send_cq)->cq.get();
-        init.recv_cq = soft_of<SoftCq>(init_attr->recv_cq)->cq.get();
-        if (init_attr->srq) init.srq = soft_of<SoftSrq>(init_attr->srq)->srq.get();
-        init.cap = from_ibv_qp_cap(init_attr->cap);
-        init.sq_sig_all = init_attr->sq_sig_all != 0;
-        std::unique_ptr<SoftQp> qp(new SoftQp{});
-        Errno err = 0;
-        qp->qp = context->hca->create_qp(*soft_of<SoftPd>(pd)->pd, init, err);
-        if (!qp->qp) {
-          errno = err ? err : ENOMEM;
-          return nullptr;
-        }
-        {
-          std::lock_guard lock(context->objects.mutex);
-          context->objects.qps.emplace(qp->qp.get(), qp.get());
-        }
-        // A real HCA reports what it granted, which may exceed the request.
-        to_ibv_qp_cap(init.cap, init_attr->cap);
-        qp->sq_sig_all = init.sq_sig_all;
-        ibv_qp& ibv = qp->ibv;
-        ibv.context = pd->context;
-        ibv.qp_context = init_attr->qp_context;
-        ibv.pd = pd;
-        ibv.send_cq = init_attr->send_cq;
-        ibv.recv_cq = init_attr->recv_cq;
-        ibv.srq = init_attr->srq;
-        ibv.handle = qp->qp->qpn();
-        ibv.qp_num = qp->qp->qpn();
-        ibv.state = IBV_QPS_RESET;
-        ibv.qp_type = init_attr->qp_type;
-        pthread_mutex_init(&ibv.mutex, nullptr);
-        pthread_cond_init(&ibv.cond, nullptr);
-        ibv.events_completed = 0;
-        return &qp.release()->ibv;
-      },
-      static_cast<ibv_qp*>(nullptr));
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_context = init_attr->qp_context;
+  attr.send_cq = init_attr->send_cq;
+  attr.recv_cq = init_attr->recv_cq;
+  attr.srq = init_attr->srq;
+  attr.cap = init_attr->cap;
+  attr.qp_type = init_attr->qp_type;
+  attr.sq_sig_all = init_attr->sq_sig_all;
+  SoftQp* qp = create_soft_qp(*context, pd, attr);
+  if (!qp) return nullptr;
+  init_attr->cap = attr.cap;
+  return &qp->ibv;
 }
 
 SOFTVERBS_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
@@ -219,10 +221,11 @@ SOFTVERBS_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
     return nullptr;
   }
   if (!is_soft(qp->context)) SOFTVERBS_FORWARD(nullptr, ibv_qp_to_qp_ex, qp);
-  // Soft QPs come from ibv_create_qp only; the ibv_wr_* builders need
-  // ibv_create_qp_ex, which is not supported yet.
-  errno = EOPNOTSUPP;
-  return nullptr;
+  // As libibverbs with mlx5: only a QP created by ibv_create_qp_ex with
+  // IBV_QP_INIT_ATTR_SEND_OPS_FLAGS has one; for any other, NULL with errno
+  // untouched, as libibverbs returns it.
+  SoftQp* soft = soft_of<SoftQp>(qp);
+  return soft->send_wr_batch ? &soft->ibv_ex : nullptr;
 }
 
 SOFTVERBS_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op,

@@ -21,10 +21,14 @@ void set_ops(verbs_context& vctx) {
   ops.bind_mw = soft_bind_mw;
   ops.dealloc_mw = soft_dealloc_mw;
   // Everything else stays NULL, so the inline verbs that look for an op
-  // (ibv_create_cq_ex, ibv_open_xrcd, ibv_create_flow, ...) fail with
-  // EOPNOTSUPP instead of pretending.
+  // (ibv_open_xrcd, ibv_create_flow, ...) fail with EOPNOTSUPP instead of
+  // pretending.
   vctx.query_port = soft_query_port;
   vctx.query_device_ex = soft_query_device_ex;
+  vctx.create_qp_ex = soft_create_qp_ex;
+  vctx.create_cq_ex = soft_create_cq_ex;
+  vctx.modify_cq = soft_modify_cq;
+  vctx.query_rt_values = soft_query_rt_values;
   set_srq_ops(vctx);
 }
 

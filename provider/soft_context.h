@@ -32,6 +32,20 @@ SoftContext* open_soft_context(SoftDevice& device, Errno& err);
 // as the kernel does when a verbs file is closed), then the HCA.
 void close_soft_context(SoftContext* context);
 
+// Creation shared by the plain and the extended create verbs; nullptr with
+// errno set on failure. The caller has checked what only its verb has.
+//
+// A CQ of `cqe` entries, reporting completion events to `channel` (of this
+// context, else EINVAL), recording in each completion the times `stamps`
+// (CqStamps) asks for. EINVAL for cqe above max_cqe.
+SoftCq* create_soft_cq(SoftContext& context, uint32_t cqe, void* cq_context,
+                       ibv_comp_channel* channel, uint32_t stamps);
+// A QP of `pd` from the fields of ibv_qp_init_attr at the start of `attr`
+// (qp_context ... sq_sig_all); attr.cap is updated with what was granted.
+// EINVAL for CQs of another context or an SRQ given; EOPNOTSUPP for QP
+// types a soft device does not have.
+SoftQp* create_soft_qp(SoftContext& context, ibv_pd* pd, ibv_qp_init_attr_ex& attr);
+
 // Teardown shared by the destroy verbs and close_soft_context. The caller
 // has checked that nothing still uses the object. With `wait_for_acks`, the
 // call blocks until the application has acknowledged every event it got for
@@ -42,7 +56,7 @@ void destroy_soft_mr(SoftContext& context, SoftMr* mr);
 void destroy_soft_pd(SoftContext& context, SoftPd* pd);
 void destroy_soft_srq(SoftContext& context, SoftSrq* srq, bool wait_for_acks);
 void destroy_soft_ah(SoftContext& context, SoftAh* ah);
-// The extended-verbs ops of SRQs (ibv_create_srq_ex).
+// The extended-verbs op of SRQs (ibv_create_srq_ex).
 void set_srq_ops(verbs_context& vctx);
 
 // The ops the inline verbs reach through the context (fast path: no
@@ -56,6 +70,11 @@ int soft_query_port(ibv_context* context, uint8_t port_num,
 int soft_query_device_ex(ibv_context* context,
                          const ibv_query_device_ex_input* input,
                          ibv_device_attr_ex* attr, size_t attr_size);
+// The extended verbs (qp_ex_verbs.cc, cq_ex_verbs.cc, device_verbs.cc).
+ibv_qp* soft_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+ibv_cq_ex* soft_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
+int soft_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
+int soft_query_rt_values(ibv_context* context, ibv_values_ex* values);
 int soft_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 // Not supported yet: honest failures.
 ibv_mw* soft_alloc_mw(ibv_pd* pd, ibv_mw_type type);

@@ -117,6 +117,12 @@ void to_ibv_device_attr_ex(const DeviceAttributes& in, ibv_device_attr_ex& out) 
   to_ibv_device_attr(in, out.orig_attr);
   out.device_cap_flags_ex = out.orig_attr.device_cap_flags;
   out.phys_port_cnt_ex = in.phys_port_cnt;
+  out.completion_timestamp_mask = in.completion_timestamp_mask;
+  out.hca_core_clock = in.hca_core_clock_khz;
+  out.cq_mod_caps.max_cq_count = in.max_cq_moderation_count;
+  out.cq_mod_caps.max_cq_period = in.max_cq_moderation_period_us;
+  // Everything else reads zero: no ODP, TSO, RSS, WQs, packet pacing, raw
+  // packet offloads, tag matching, device memory or PCI atomics.
 }
 
 void to_ibv_port_attr(const PortAttributes& in, ibv_port_attr& out) {
@@ -528,17 +534,21 @@ Errno from_ibv_send_wr(const ibv_send_wr& in, SendRequest& out) {
   return 0;
 }
 
+unsigned int to_ibv_wc_flags(uint32_t flags) {
+  unsigned int out = 0;
+  if (flags & kWcGrh) out |= IBV_WC_GRH;
+  if (flags & kWcWithImm) out |= IBV_WC_WITH_IMM;
+  if (flags & kWcWithInv) out |= IBV_WC_WITH_INV;
+  return out;
+}
+
 void to_ibv_wc(const Completion& in, ibv_wc& out) {
   out.wr_id = in.wr_id;
   out.status = to_ibv_wc_status(in.status);
   out.opcode = to_ibv_wc_opcode(in.opcode);
   out.vendor_err = in.vendor_err;
   out.byte_len = in.byte_len;
-  unsigned int flags = 0;
-  if (in.wc_flags & kWcGrh) flags |= IBV_WC_GRH;
-  if (in.wc_flags & kWcWithImm) flags |= IBV_WC_WITH_IMM;
-  if (in.wc_flags & kWcWithInv) flags |= IBV_WC_WITH_INV;
-  out.wc_flags = flags;
+  out.wc_flags = to_ibv_wc_flags(in.wc_flags);
   if (in.wc_flags & kWcWithInv)
     out.invalidated_rkey = in.invalidated_rkey;
   else

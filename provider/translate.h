@@ -82,6 +82,7 @@ uint32_t send_flags_from_ibv(unsigned int flags);
 // gathers into its own stack storage. EINVAL for an unknown opcode.
 Errno from_ibv_send_wr(const ibv_send_wr& in, SendRequest& out);
 void to_ibv_wc(const Completion& in, ibv_wc& out);
+unsigned int to_ibv_wc_flags(uint32_t flags);  // WcFlags -> ibv_wc_flags
 // The verbs sge and the HCA's one carry the same three fields.
 inline Sge from_ibv_sge(const ibv_sge& in) { return Sge{in.addr, in.length, in.lkey}; }
 

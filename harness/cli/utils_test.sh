@@ -134,6 +134,12 @@ for mtu in 256 512 1024 2048 4096; do
 done
 pingpong rc_pingpong_rx_depth_1 -r 1 -n 200
 pingpong rc_pingpong_large_events -e -c -s 1048576 -n 20
+# The extended verbs: -N posts with the ibv_wr_* builders (ibv_create_qp_ex),
+# -t polls an ibv_create_cq_ex CQ with completion timestamps.
+pingpong rc_pingpong_new_send -N
+pingpong rc_pingpong_new_send_check -N -c
+pingpong rc_pingpong_new_send_events_check -e -N -c
+pingpong rc_pingpong_timestamps -t
 
 # ibv_rc_pingpong with 1% of the frames dropped on both sides still
 # completes, and `softverbs stats` shows the retransmissions while it runs.

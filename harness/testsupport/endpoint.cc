@@ -56,24 +56,55 @@ Errno Endpoint::open(const EndpointConfig& config) {
   errno = 0;
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) return errno ? errno : ENOMEM;
-  send_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
-  if (!send_cq_) return errno ? errno : ENOMEM;
-  recv_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
-  if (!recv_cq_) return errno ? errno : ENOMEM;
+  if (Errno e = create_cqs(config)) return e;
+  if (Errno e = create_qp(config)) return e;
+  if (Errno e = buffer_.allocate(pd_.get(), config.buffer_length, config.buffer_access)) return e;
+  return restricted_.allocate(pd_.get(), config.restricted_length, config.restricted_access);
+}
 
-  ibv_qp_init_attr init{};
+Errno Endpoint::create_cqs(const EndpointConfig& config) {
+  errno = 0;
+  if (config.cq_wc_flags == 0) {
+    send_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
+    if (!send_cq_) return errno ? errno : ENOMEM;
+    recv_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
+    return recv_cq_ ? 0 : (errno ? errno : ENOMEM);
+  }
+  ibv_cq_init_attr_ex attr{};
+  attr.cqe = config.cq_depth;
+  attr.wc_flags = config.cq_wc_flags;
+  send_cq_ex_ = ibv_create_cq_ex(context_.get(), &attr);
+  if (!send_cq_ex_) return errno ? errno : ENOMEM;
+  send_cq_.reset(ibv_cq_ex_to_cq(send_cq_ex_));
+  recv_cq_ex_ = ibv_create_cq_ex(context_.get(), &attr);
+  if (!recv_cq_ex_) return errno ? errno : ENOMEM;
+  recv_cq_.reset(ibv_cq_ex_to_cq(recv_cq_ex_));
+  return 0;
+}
+
+Errno Endpoint::create_qp(const EndpointConfig& config) {
+  ibv_qp_init_attr_ex init{};
   init.send_cq = send_cq_.get();
   init.recv_cq = recv_cq_.get();
   init.cap = {config.max_send_wr, config.max_recv_wr, config.max_send_sge, config.max_recv_sge,
-              0};
+              config.max_inline_data};
   init.qp_type = config.qp_type;
   init.sq_sig_all = config.sq_sig_all ? 1 : 0;
+  init.comp_mask = IBV_QP_INIT_ATTR_PD;
+  init.pd = pd_.get();
+  if (config.send_ops_flags) {
+    init.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    init.send_ops_flags = config.send_ops_flags;
+  }
   errno = 0;
-  qp_.reset(ibv_create_qp(pd_.get(), &init));
+  // With IBV_QP_INIT_ATTR_PD alone this is ibv_create_qp (verbs.h).
+  qp_.reset(ibv_create_qp_ex(context_.get(), &init));
   if (!qp_) return errno ? errno : EINVAL;
-
-  if (Errno e = buffer_.allocate(pd_.get(), config.buffer_length, config.buffer_access)) return e;
-  return restricted_.allocate(pd_.get(), config.restricted_length, config.restricted_access);
+  if (config.send_ops_flags) {
+    qp_ex_ = ibv_qp_to_qp_ex(qp_.get());
+    if (!qp_ex_) return EOPNOTSUPP;
+  }
+  return 0;
 }
 
 EndpointInfo Endpoint::info() const {

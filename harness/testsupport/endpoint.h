@@ -42,6 +42,12 @@ struct EndpointConfig {
   uint64_t restricted_length = 4096;
   int restricted_access = IBV_ACCESS_LOCAL_WRITE;
   uint32_t psn = 0x100;
+  uint32_t max_inline_data = 0;
+  // Non-zero: the QP comes from ibv_create_qp_ex with these send ops
+  // (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), so qp_ex() has the ibv_wr_* builders.
+  uint64_t send_ops_flags = 0;
+  // Non-zero: both CQs come from ibv_create_cq_ex with these wc_flags.
+  uint64_t cq_wc_flags = 0;
 };
 static_assert(std::is_trivially_copyable_v<EndpointConfig>);
 
@@ -135,6 +141,10 @@ class Endpoint {
   ibv_cq* send_cq() const { return send_cq_.get(); }
   ibv_cq* recv_cq() const { return recv_cq_.get(); }
   ibv_qp* qp() const { return qp_.get(); }
+  // With config.send_ops_flags / config.cq_wc_flags; nullptr otherwise.
+  ibv_qp_ex* qp_ex() const { return qp_ex_; }
+  ibv_cq_ex* send_cq_ex() const { return send_cq_ex_; }
+  ibv_cq_ex* recv_cq_ex() const { return recv_cq_ex_; }
   const RegisteredBuffer& buffer() const { return buffer_; }
   const PortAddress& port() const { return port_; }
   const ibv_device_attr& device_attr() const { return device_attr_; }
@@ -153,6 +163,12 @@ class Endpoint {
   PortAddress port_{};
   ibv_device_attr device_attr_{};
   EndpointInfo remote_{};
+  ibv_qp_ex* qp_ex_ = nullptr;
+  ibv_cq_ex* send_cq_ex_ = nullptr;
+  ibv_cq_ex* recv_cq_ex_ = nullptr;
+
+  Errno create_cqs(const EndpointConfig& config);
+  Errno create_qp(const EndpointConfig& config);
 };
 
 // RESET -> INIT -> RTR (-> RTS) for a UC QP, whose masks differ from RC's

@@ -1,0 +1,72 @@
+#include "provider/send_wr_translation.h"
+
+#include <cstring>
+#include <new>
+#include <span>
+
+#include "provider/objects.h"
+#include "provider/translate.h"
+
+namespace softverbs::provider {
+namespace {
+
+Errno gather_inline(const ibv_sge* list, int count, uint8_t* room, size_t& length) {
+  const uint64_t total = total_length(list, count);
+  if (total > kMaxInlineData) return EINVAL;  // above any QP's max_inline_data
+  uint8_t* cursor = room;
+  for (int i = 0; i < count; ++i) {
+    if (list[i].length == 0) continue;
+    std::memcpy(cursor, reinterpret_cast<const void*>(list[i].addr), list[i].length);
+    cursor += list[i].length;
+  }
+  length = static_cast<size_t>(total);
+  return 0;
+}
+
+}  // namespace
+
+Errno from_ibv_sge_list(const ibv_sge* list, int count, Sge* room) {
+  if (count < 0 || static_cast<uint32_t>(count) > kMaxSge) return EINVAL;
+  if (count > 0 && !list) return EINVAL;
+  for (int i = 0; i < count; ++i) new (&room[i]) Sge(from_ibv_sge(list[i]));
+  return 0;
+}
+
+uint64_t total_length(const ibv_sge* list, int count) {
+  uint64_t total = 0;
+  for (int i = 0; i < count; ++i) total += list[i].length;
+  return total;
+}
+
+namespace {
+
+Errno translate_datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRequest& out) {
+  ibv_ah* ah = wr.wr.ud.ah;
+  if (!ah || ah->context != qp.context) return EINVAL;
+  out.ah = soft_of<SoftAh>(ah)->ah.get();
+  out.remote_qpn = wr.wr.ud.remote_qpn;
+  out.remote_qkey = wr.wr.ud.remote_qkey;
+  return 0;
+}
+
+}  // namespace
+
+Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendRequest& out,
+                        const ibv_qp* qp) {
+  if (Errno err = from_ibv_send_wr(wr, out)) return err;
+  if (qp && qp->qp_type == IBV_QPT_UD) {
+    if (Errno err = translate_datagram_address(*qp, wr, out)) return err;
+  }
+  if (Errno err = from_ibv_sge_list(wr.sg_list, wr.num_sge, room.sges)) return err;
+  out.sges = std::span<const Sge>(room.sges, static_cast<size_t>(wr.num_sge));
+  out.inline_data = {};
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    size_t length = 0;
+    if (Errno err = gather_inline(wr.sg_list, wr.num_sge, room.inline_bytes, length))
+      return err;
+    out.inline_data = std::span<const uint8_t>(room.inline_bytes, length);
+  }
+  return 0;
+}
+
+}  // namespace softverbs::provider
