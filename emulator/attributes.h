@@ -65,8 +65,8 @@ struct DeviceAttributes {
   uint8_t local_ca_ack_delay = 15;
   uint8_t phys_port_cnt = 1;
   uint32_t max_ah = kMaxAh;
-  // The host's table holds 4,096 attachments in all (shm_registry_layout.h).
-  uint32_t max_mcast_grp = 256;
+  // The host's table holds 1,024 attachments in all (shm_registry_layout.h).
+  uint32_t max_mcast_grp = 64;
   uint32_t max_mcast_qp_attach = 16;
   uint32_t max_inline_data = kMaxInlineData;
   uint64_t hca_core_clock_khz = kHcaCoreClockKhz;

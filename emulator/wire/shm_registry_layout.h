@@ -25,7 +25,7 @@ inline constexpr uint32_t kQpnTableSize = 1u << 17;
 inline constexpr uint32_t kFirstAllocatableQpn = 2;
 
 // Multicast attachments (QP, group) of every process, all devices together.
-inline constexpr uint32_t kMaxMulticastAttachments = 4096;
+inline constexpr uint32_t kMaxMulticastAttachments = 1024;
 
 inline constexpr uint64_t kRegistryMagic = 0x67722d76667373ull;  // "ssfv-rg"
 // 2: one byte per QPN owner, 255 process slots, memory reserved at creation.
