@@ -44,6 +44,40 @@ class RegistryQpnSource final : public QpnSource {
   ShmRegistry& registry_;
 };
 
+class RegistryMulticastDirectory final : public MulticastDirectory {
+ public:
+  explicit RegistryMulticastDirectory(ShmRegistry& registry) : registry_(registry) {}
+  Errno attach(uint32_t device_index, const Gid& gid, uint16_t lid, uint32_t qpn) override {
+    return registry_.attach_multicast(device_index, gid, lid, qpn);
+  }
+  Errno detach(uint32_t device_index, const Gid& gid, uint16_t lid, uint32_t qpn) override {
+    return registry_.detach_multicast(device_index, gid, lid, qpn);
+  }
+  Errno routes(const Gid* gid, uint16_t lid, std::vector<MulticastRoute>& out) override {
+    std::lock_guard lock(mutex_);
+    if (Errno err = registry_.multicast_members(gid, lid, members_)) return err;
+    out.clear();
+    for (const ShmRegistry::MulticastMember& m : members_) {
+      // One copy per process: its intake serves all its members.
+      bool seen = false;
+      for (uint32_t slot : slots_seen_) seen = seen || slot == m.slot;
+      if (seen) continue;
+      slots_seen_.push_back(m.slot);
+      out.push_back(MulticastRoute{m.device_index, m.qpn});
+    }
+    slots_seen_.clear();
+    return 0;
+  }
+
+ private:
+  ShmRegistry& registry_;
+  std::mutex mutex_;
+  // Scratch, reused: routes() is called with the sending QP's lock held,
+  // from any thread, so it is guarded by its own mutex.
+  std::vector<ShmRegistry::MulticastMember> members_;
+  std::vector<uint32_t> slots_seen_;
+};
+
 // The process engine. A fork()ed child must not use its parent's (the
 // parent's progress thread and mailbox are not its own): the child handler
 // forgets it, deliberately leaking it, and the child builds its own.
@@ -98,11 +132,14 @@ std::span<uint8_t> frame_buffer() {
 Engine::Engine(Config config)
     : wire_(std::move(config.wire)),
       qpns_(std::move(config.qpns)),
+
       clock_(config.clock ? config.clock : &SteadyClock::instance()),
       keepalive_(std::move(config.keepalive)),
       fault_injector_(config.fault_injector) {
   const char* runs = std::getenv("SOFTVERBS_RUNS");
   runs_enabled_ = !(runs && std::string_view(runs) == "0");
+  multicast_ = config.multicast ? std::move(config.multicast)
+                                : std::make_unique<LocalMulticastDirectory>();
   fault_plan_changed();
   if (config.progress_thread)
     progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
@@ -141,6 +178,7 @@ Engine* Engine::process(Errno& err) {
   config.fault_injector = injector.get();
   config.wire = std::move(injector);
   config.qpns = std::make_unique<RegistryQpnSource>(*registry);
+  config.multicast = std::make_unique<RegistryMulticastDirectory>(*registry);
   config.keepalive = registry;
   g_process_engine = new Engine(std::move(config));
   g_process_engine->start_control_server();

@@ -32,6 +32,7 @@
 #include <unordered_set>
 
 #include "emulator/clock.h"
+#include "emulator/multicast_directory.h"
 #include "emulator/packet/codec.h"
 #include "emulator/timer_queue.h"
 #include "emulator/types.h"
@@ -81,6 +82,8 @@ class Engine {
   struct Config {
     std::unique_ptr<Wire> wire;
     std::unique_ptr<QpnSource> qpns;
+    // Multicast group members; null: this process's only.
+    std::unique_ptr<MulticastDirectory> multicast;
     const Clock* clock = nullptr;
     bool progress_thread = true;
     // Kept alive as long as the engine (e.g. the shm registry behind qpns).
@@ -139,6 +142,16 @@ class Engine {
 
   EngineCounters counters() const;
 
+  // Multicast (multicast.cc). Called without the QP's lock (the engine's
+  // intake lock comes first). attach is idempotent; detach EINVAL when not
+  // attached; a QP being destroyed leaves all its groups.
+  static constexpr uint32_t kMulticastQpn = 0xffffff;
+  Errno attach_multicast(QpImpl& qp, const Gid& gid, uint16_t lid);
+  Errno detach_multicast(QpImpl& qp, const Gid& gid, uint16_t lid);
+  void detach_all_multicast(QpImpl& qp);
+  // Where the copies of a datagram to a group go (one per member process).
+  void multicast_routes(const Gid* gid, uint16_t lid, std::vector<MulticastRoute>& out);
+
   // The HCAs open in this process (for stats and port events).
   void add_hca(Hca* hca);
   void remove_hca(Hca* hca);
@@ -196,6 +209,8 @@ class Engine {
   void deliver(std::span<const uint8_t> frame);
   void run_due_timers();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
+  // A datagram to a multicast group: a copy to each member QP here.
+  void deliver_multicast(const packet::DecodedPacket& pkt);
   // progress_thread.cc
   void progress_thread_main();
   // Sleeps on the wire's doorbell until a frame, a wake() or the next timer.
@@ -211,6 +226,13 @@ class Engine {
 
   std::mutex intake_mutex_;  // guards qps_ and the intake itself
   std::unordered_map<uint64_t, QpImpl*> qps_;
+  struct LocalAttachment {
+    Gid gid;
+    uint16_t lid;
+    QpImpl* qp;
+  };
+  std::vector<LocalAttachment> local_multicast_;  // under intake_mutex_
+  std::unique_ptr<MulticastDirectory> multicast_;
   std::vector<TimerQueue::Key> due_timers_;  // scratch of run_due_timers
   std::array<uint8_t, packet::kMaxFrameBytes> intake_frame_{};  // the frame being served
   TimerQueue timers_;

@@ -194,10 +194,6 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
     err = EINVAL;
     return nullptr;
   }
-  if (init.type == QpType::kUd) {
-    err = EOPNOTSUPP;  // UD needs address handles: not implemented yet
-    return nullptr;
-  }
   auto impl = std::make_unique<QpImpl>();
   impl->hca = this;
   impl->engine = impl_->engine;
@@ -212,11 +208,19 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   c.max_recv_wr = std::max(c.max_recv_wr, 1u);
   c.max_send_sge = std::max(c.max_send_sge, 1u);
   c.max_recv_sge = std::max(c.max_recv_sge, 1u);
+  if (init.srq) c.max_recv_wr = c.max_recv_sge = 0;  // the SRQ's count instead
+  impl->srq = init.srq;
   impl->cap = c;
   impl->sq.resize(c);
   impl->rq.resize(c);
   impl->attr.cap = c;
   impl->attr.port_num = 1;
+  // A UD QP has no path: its datagrams may be as long as the port's MTU.
+  if (init.type == QpType::kUd) {
+    PortAttributes port;
+    query_port(1, port);
+    impl->attr.path_mtu = port.active_mtu;
+  }
   uint32_t qpn = 0;
   if (Errno e = impl_->engine->add_qp(impl->device_index, impl.get(), qpn)) {
     err = e == EAGAIN ? ENOMEM : e;
@@ -227,6 +231,7 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
     impl_->qps.insert(impl.get());
   }
   pd.users.fetch_add(1);
+  if (init.srq) init.srq->users.fetch_add(1);
   init.send_cq->users.fetch_add(1);
   init.recv_cq->users.fetch_add(1);
   err = 0;

@@ -27,6 +27,8 @@ class Pd;
 class Mr;
 class Cq;
 class Qp;
+class Ah;
+class Srq;
 struct QpImpl;
 
 // Told when an armed CQ gets a completion (the IBTA's Completion Event).
@@ -41,6 +43,7 @@ struct AsyncEvent {
   Qp* qp = nullptr;
   Cq* cq = nullptr;
   uint8_t port = 0;
+  Srq* srq = nullptr;
 };
 
 class AsyncEventSink {
@@ -81,12 +84,27 @@ class Hca {
     QpType type = QpType::kRc;
     Cq* send_cq = nullptr;
     Cq* recv_cq = nullptr;
+    // Receives come from this SRQ instead of the QP's own receive queue
+    // (whose capabilities are then ignored and reported as 0).
+    Srq* srq = nullptr;
     QpCapabilities cap;  // updated with what was granted
     bool sq_sig_all = false;
   };
-  // EINVAL on caps above the device limits or missing CQs; EOPNOTSUPP for
-  // QP types not supported yet.
+  // EINVAL on caps above the device limits or missing CQs.
   std::unique_ptr<Qp> create_qp(Pd& pd, QpInit& init, Errno& err);
+
+  // An address handle: where a UD send goes. EINVAL for a port other than 1
+  // or a source GID index outside the table. An address no soft device owns
+  // is legal; datagrams to it are dropped and counted, as on a fabric.
+  std::unique_ptr<Ah> create_ah(Pd& pd, const AddressVector& av, Errno& err);
+
+  struct SrqInit {
+    uint32_t max_wr = 0;   // updated with what was granted
+    uint32_t max_sge = 0;  // updated with what was granted
+    uint32_t limit = 0;    // armed when non-zero
+  };
+  // EINVAL for max_wr or max_sge above the device limits; ENOMEM.
+  std::unique_ptr<Srq> create_srq(Pd& pd, SrqInit& init, Errno& err);
 
   Engine& engine() const;
   // The clock completion timestamps are taken on (Completion::timestamp_ns):
@@ -166,6 +184,58 @@ class Cq {
   std::unique_ptr<Impl> impl_;
 };
 
+// An address vector made into an object (IBTA 11.2.2): UD WRs name one.
+class Ah {
+ public:
+  ~Ah();
+  const AddressVector& av() const { return av_; }
+  // The soft device that owns the destination, or kNoDevice.
+  uint32_t device_index() const { return device_index_; }
+  // Addressed to a multicast group (LID 0xC000-0xFFFE or GID ff00::/8).
+  bool multicast() const { return multicast_; }
+  Pd& pd() const { return pd_; }
+
+  static constexpr uint32_t kNoDevice = UINT32_MAX;
+
+ private:
+  friend class Hca;
+  Ah(Pd& pd, const AddressVector& av, uint32_t device_index, bool multicast)
+      : pd_(pd), av_(av), device_index_(device_index), multicast_(multicast) {}
+  Pd& pd_;
+  AddressVector av_;
+  uint32_t device_index_;
+  bool multicast_;
+};
+
+// A shared receive queue (IBTA 10.2.9): receive WQEs that any QP attached
+// to it consumes, one message each, in the order they were posted.
+class Srq {
+ public:
+  ~Srq();
+  // ENOMEM when full; EINVAL with more SGEs than max_sge.
+  Errno post_recv(const RecvRequest& wr);
+  // Modify SRQ: a new max_wr (EINVAL below the WQEs posted now or above the
+  // device limit), and/or the limit (EINVAL above max_wr; non-zero arms
+  // the limit event once).
+  Errno modify(const uint32_t* max_wr, const uint32_t* limit);
+  struct State {
+    uint32_t max_wr = 0;
+    uint32_t max_sge = 0;
+    uint32_t limit = 0;
+  };
+  State query() const;
+  // QPs attached; destroy refuses (EBUSY) while non-zero.
+  std::atomic<uint32_t> users{0};
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  friend class Hca;
+  explicit Srq(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 class Qp {
  public:
   ~Qp();
@@ -181,6 +251,12 @@ class Qp {
   // bad SGE count / inline size, ENOMEM when the SQ is full, EINVAL when the
   // QP's state does not accept sends (RESET, INIT, RTR).
   Errno post_send(const SendRequest& wr);
+  // Multicast (IBTA 10.5): a UD QP joins or leaves the group with GID `gid`
+  // (ff00::/8) and, on an InfiniBand port, multicast LID `lid`. EINVAL for
+  // another QP type, a unicast GID or LID, or (detach) a group not joined;
+  // ENOMEM when the host's table of attachments is full.
+  Errno attach_multicast(const Gid& gid, uint16_t lid);
+  Errno detach_multicast(const Gid& gid, uint16_t lid);
   // Posts every WR of `wrs` or none: each is checked as post_send checks it,
   // and the SQ must have room for all. On refusal returns post_send's errno
   // for the first WR refused, whose index goes to `refused`.

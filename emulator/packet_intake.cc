@@ -99,6 +99,7 @@ void Engine::deliver(std::span<const uint8_t> shared_frame) {
       counters_.frames_dropped_bad_icrc.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  if (pkt.headers.bth.dest_qp == kMulticastQpn) return deliver_multicast(pkt);
   const DeviceDescription* device = find_device_by_lid(pkt.headers.lrh.dlid);
   if (!device && pkt.headers.has_grh) device = find_device_by_gid(pkt.headers.grh.dgid);
   if (device && !port_up(device->index)) {

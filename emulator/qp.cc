@@ -5,6 +5,7 @@
 
 #include "emulator/qp_impl.h"
 #include "emulator/qp_state.h"
+#include "emulator/srq_impl.h"
 #include "emulator/wire/wire.h"
 
 namespace softverbs {
@@ -150,6 +151,21 @@ void QpImpl::note_send_queue_drained() {
   raise(AsyncEventType::kSqDrained);
 }
 
+Errno QpImpl::resolve_datagram(const SendRequest& wr, uint64_t length,
+                               DatagramDestination& out) const {
+  // A datagram is one packet: a message above the MTU is refused here
+  // (rxe drops it silently on the wire instead; refusing tells the caller).
+  if (!wr.ah || length > mtu()) return EINVAL;
+  out.av = wr.ah->av();
+  out.device_index = wr.ah->device_index();
+  out.multicast = wr.ah->multicast();
+  out.qpn = wr.remote_qpn & packet::kPsnMask;
+  // IBTA 10.2.5: a Q_Key with the high bit set in a WR means "use the QP's
+  // own Q_Key" (controlled Q_Keys are not the sender's to choose).
+  out.qkey = (wr.remote_qkey & 0x80000000u) ? attr.qkey : wr.remote_qkey;
+  return 0;
+}
+
 Errno QpImpl::check_send(const SendRequest& wr, uint64_t& length) const {
   if (!sends_allowed(attr.state)) return EINVAL;
   if (!opcode_allowed(type, wr.opcode)) return EINVAL;
@@ -161,12 +177,15 @@ Errno QpImpl::check_send(const SendRequest& wr, uint64_t& length) const {
     length = 0;
     for (const Sge& s : wr.sges) length += s.length;
   }
-  return length > kMaxMsgSize ? EINVAL : 0;
+  if (length > kMaxMsgSize) return EINVAL;
+  DatagramDestination ud;
+  return type == QpType::kUd ? resolve_datagram(wr, length, ud) : 0;
 }
 
 void QpImpl::enqueue_send(const SendRequest& wr, uint64_t length) {
   SendWqe& w = sq.at(sq.tail);
   w = SendWqe{};
+  if (type == QpType::kUd) resolve_datagram(wr, length, w.ud);  // checked already
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.flags = wr.flags;
@@ -230,16 +249,11 @@ Errno QpImpl::post_send_batch(std::span<const SendRequest> wrs, size_t& refused)
 }
 
 Errno QpImpl::post_recv(const RecvRequest& wr) {
-  if (attr.state == QpState::kReset) return EINVAL;
+  // A QP attached to an SRQ has no receive queue of its own (ibv_post_recv(3)).
+  if (attr.state == QpState::kReset || srq) return EINVAL;
   if (wr.sges.size() > cap.max_recv_sge) return EINVAL;
   if (rq.full() || !rq.allocate()) return ENOMEM;
-  RecvWqe& r = rq.at(rq.tail);
-  r.wr_id = wr.wr_id;
-  r.num_sge = static_cast<uint32_t>(wr.sges.size());
-  r.length = 0;
-  for (const Sge& s : wr.sges) r.length += s.length;
-  std::copy(wr.sges.begin(), wr.sges.end(), rq.sges_at(rq.tail));
-  ++rq.tail;
+  rq.push(wr);
   if (attr.state == QpState::kErr) responder.fail_receive(WcStatus::kWrFlushErr);
   return 0;
 }
@@ -253,6 +267,9 @@ void QpImpl::enter_error() {
   completer.retire_completed();
   sq.next = sq.tail;
   responder.flush();
+  // IBTA 11.6.3.3: a QP on an SRQ that enters ERR will take no more WQEs
+  // from it; the application may now destroy it without losing any.
+  if (srq) raise(AsyncEventType::kQpLastWqeReached);
 }
 
 void QpImpl::enter_send_queue_error() {
@@ -270,8 +287,10 @@ void QpImpl::reset() {
   responder.reset();
   sq_drained_notify = false;
   const QpCapabilities keep_cap = attr.cap;
+  const Mtu keep_mtu = attr.path_mtu;  // a UD QP's is the port's, set at creation
   attr = QpAttributes{};
   attr.cap = keep_cap;
+  if (type == QpType::kUd) attr.path_mtu = keep_mtu;
 }
 
 // ---- packets in and out
@@ -287,6 +306,10 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
   if (!can_receive()) return;
   if (pkt.headers.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
   ++counters.packets_received;
+  if (type == QpType::kUd) {
+    responder.receive_datagram(pkt);
+    return;
+  }
   responder.receive(pkt, info);
 }
 
@@ -299,39 +322,60 @@ void QpImpl::receive_run(const RunFrame& run) {
   responder.receive_run(run);
 }
 
-packet::Headers QpImpl::make_headers(packet::Opcode opcode, uint32_t psn) const {
+namespace {
+
+packet::Headers headers_to(const DeviceDescription& self_dev, const AddressVector& av,
+                           uint32_t dest_qp, packet::Opcode opcode, uint32_t psn) {
   packet::Headers h;
-  const DeviceDescription& self_dev = hca->description();
-  h.lrh.sl = attr.av.sl;
+  h.lrh.sl = av.sl;
   h.lrh.slid = self_dev.lid;
-  h.lrh.dlid = attr.av.dlid;
-  if (attr.av.is_global) {
+  h.lrh.dlid = av.dlid;
+  if (av.is_global) {
     h.has_grh = true;
-    h.grh.traffic_class = attr.av.traffic_class;
-    h.grh.flow_label = attr.av.flow_label;
-    h.grh.hop_limit = attr.av.hop_limit;
-    h.grh.sgid = attr.av.sgid_index < self_dev.gids.size() ? self_dev.gids[attr.av.sgid_index]
-                                                            : Gid{};
-    h.grh.dgid = attr.av.dgid;
+    h.grh.traffic_class = av.traffic_class;
+    h.grh.flow_label = av.flow_label;
+    h.grh.hop_limit = av.hop_limit;
+    h.grh.sgid = av.sgid_index < self_dev.gids.size() ? self_dev.gids[av.sgid_index] : Gid{};
+    h.grh.dgid = av.dgid;
   }
   h.bth.opcode = opcode;
   h.bth.pkey = kDefaultPkey;
-  h.bth.dest_qp = attr.dest_qp_num;
+  h.bth.dest_qp = dest_qp;
   h.bth.psn = psn & packet::kPsnMask;
   return h;
 }
 
-void QpImpl::transmit(const packet::Headers& h, std::span<const uint8_t> payload) {
+}  // namespace
+
+packet::Headers QpImpl::make_headers(packet::Opcode opcode, uint32_t psn) const {
+  return headers_to(hca->description(), attr.av, attr.dest_qp_num, opcode, psn);
+}
+
+packet::Headers QpImpl::make_datagram_headers(const SendWqe& w, uint32_t psn) const {
+  const bool imm = w.opcode == WrOpcode::kSendWithImm;
+  packet::Headers h =
+      headers_to(hca->description(), w.ud.av, w.ud.qpn,
+                 imm ? packet::Opcode::kUdSendOnlyImm : packet::Opcode::kUdSendOnly, psn);
+  h.bth.solicited = (w.flags & kWrSolicited) != 0;
+  h.deth.qkey = w.ud.qkey;
+  h.deth.src_qp = qpn;
+  h.imm_data = w.imm_data;
+  return h;
+}
+
+void QpImpl::transmit_to(const WireAddress& dst, const packet::Headers& h,
+                         std::span<const uint8_t> payload) {
   if (!engine->port_up(device_index)) {
     ++counters.port_down_drops;  // a downed link carries nothing
     return;
   }
   ++counters.packets_sent;
-  engine->transmit(WireAddress{peer_device_index, attr.dest_qp_num}, h, payload);
+  engine->transmit(dst, h, payload);
 }
 
-WcStatus QpImpl::transmit_gathered(const packet::Headers& h, const Sge* sges, uint32_t num_sge,
-                                   uint64_t offset, uint32_t length) {
+WcStatus QpImpl::transmit_gathered_to(const WireAddress& dst, const packet::Headers& h,
+                                      const Sge* sges, uint32_t num_sge, uint64_t offset,
+                                      uint32_t length) {
   struct FromSges final : PayloadGatherer {
     const QpImpl& qp;
     const Sge* sges;
@@ -344,8 +388,7 @@ WcStatus QpImpl::transmit_gathered(const packet::Headers& h, const Sge* sges, ui
     }
   } source(*this, sges, num_sge, offset);
   const bool port_up = engine->port_up(device_index);
-  const WcStatus st = engine->transmit_gathered(WireAddress{peer_device_index, attr.dest_qp_num},
-                                                h, length, port_up, source);
+  const WcStatus st = engine->transmit_gathered(dst, h, length, port_up, source);
   if (st == WcStatus::kSuccess) {
     if (port_up)
       ++counters.packets_sent;
@@ -362,7 +405,7 @@ void QpImpl::transmit_run(const RunFrame& run) {
   }
   counters.packets_sent += run.packets;
   ++counters.runs_sent;
-  engine->transmit_run(WireAddress{peer_device_index, attr.dest_qp_num}, run);
+  engine->transmit_run(destination(), run);
 }
 
 // ---------------------------------------------------------------- Qp
@@ -371,7 +414,9 @@ Qp::Qp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this
 
 Qp::~Qp() {
   Hca::Impl& hca = impl_->hca->impl();
-  // After this no packet or timer reaches the QP.
+  // After this no packet or timer reaches the QP; a destroyed QP leaves
+  // its multicast groups.
+  if (impl_->type == QpType::kUd) impl_->engine->detach_all_multicast(*impl_);
   impl_->engine->remove_qp(impl_->device_index, impl_->qpn);
   {
     std::lock_guard lock(hca.objects_mutex);
@@ -380,6 +425,7 @@ Qp::~Qp() {
     hca.destroyed_qp_counters += impl_->counters;
   }
   impl_->pd->users.fetch_sub(1);
+  if (impl_->srq) impl_->srq->users.fetch_sub(1);
   impl_->send_cq->users.fetch_sub(1);
   impl_->recv_cq->users.fetch_sub(1);
 }
@@ -413,6 +459,28 @@ QpCounters Qp::counters() const {
 Errno Qp::post_send(const SendRequest& wr) {
   std::lock_guard lock(impl_->mutex);
   return impl_->post_send(wr);
+}
+
+namespace {
+
+// IBTA 4.1.1: multicast LIDs are 0xC000-0xFFFE; a RoCE port has no LIDs.
+bool valid_group(const QpImpl& qp, const Gid& gid, uint16_t lid) {
+  if (qp.type != QpType::kUd || gid[0] != 0xff) return false;
+  if (qp.hca->description().link_layer == LinkLayer::kEthernet) return true;
+  return lid >= 0xc000 && lid != 0xffff;
+}
+
+}  // namespace
+
+// The engine's intake lock comes before the QP's: neither is held here.
+Errno Qp::attach_multicast(const Gid& gid, uint16_t lid) {
+  if (!valid_group(*impl_, gid, lid)) return EINVAL;
+  return impl_->engine->attach_multicast(*impl_, gid, lid);
+}
+
+Errno Qp::detach_multicast(const Gid& gid, uint16_t lid) {
+  if (!valid_group(*impl_, gid, lid)) return EINVAL;
+  return impl_->engine->detach_multicast(*impl_, gid, lid);
 }
 
 Errno Qp::post_send_batch(std::span<const SendRequest> wrs, size_t& refused) {

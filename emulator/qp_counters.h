@@ -26,7 +26,11 @@ namespace softverbs {
   X(forced_rnr_naks, "RNR NAKs sent because forced RNR was on")                  \
   X(runs_sent, "runs of packets sent as one frame, payload left in place")      \
   X(runs_received, "runs of packets received, payload pulled in one copy")      \
-  X(run_pull_failures, "runs whose payload could not be pulled (resent)")
+  X(run_pull_failures, "runs whose payload could not be pulled (resent)")         \
+  X(qkey_violations, "UD datagrams dropped: Q_Key differs from the QP's")        \
+  X(datagrams_dropped_no_receive, "UD datagrams dropped: no receive WQE posted")  \
+  X(datagrams_dropped_too_long, "UD datagrams dropped: longer than the receive WQE")\
+  X(datagrams_unroutable, "UD datagrams sent to an address no soft device owns")
 
 struct QpCounters {
 #define SOFTVERBS_DECLARE_COUNTER(name, help) uint64_t name = 0;

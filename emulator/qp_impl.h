@@ -22,6 +22,7 @@
 #include "emulator/hca_impl.h"
 #include "emulator/packet/codec.h"
 #include "emulator/qp_counters.h"
+#include "emulator/receive_wqe.h"
 #include "emulator/recv_queue.h"
 #include "emulator/requester.h"
 #include "emulator/responder.h"
@@ -46,6 +47,7 @@ struct QpImpl {
   uint32_t qpn = 0;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;  // receives come from here instead of rq
   bool sq_sig_all = false;
   QpCapabilities cap;
 
@@ -70,12 +72,16 @@ struct QpImpl {
            attr.state == QpState::kSqd || attr.state == QpState::kSqe;
   }
   uint64_t timer_key() const { return (uint64_t(device_index) << 32) | qpn; }
+  // Where a connected QP's packets go.
+  WireAddress destination() const { return WireAddress{peer_device_index, attr.dest_qp_num}; }
 
   // ---- the QP's operations (qp.cc)
   Errno modify(const QpAttributes& a, uint32_t mask);
   Errno post_send(const SendRequest& wr);
   Errno post_send_batch(std::span<const SendRequest> wrs, size_t& refused);
   Errno post_recv(const RecvRequest& wr);
+  // UD: checks a WR's address handle and length, and copies where it goes.
+  Errno resolve_datagram(const SendRequest& wr, uint64_t length, DatagramDestination& out) const;
   void enter_error();             // to ERR: flush both queues
   void enter_send_queue_error();  // to SQE (UC): flush the send queue only
   void reset();                   // to RESET: forget everything
@@ -95,11 +101,22 @@ struct QpImpl {
   // A run of request packets (run_frame.h), checked by the engine's intake.
   void receive_run(const RunFrame& run);
   packet::Headers make_headers(packet::Opcode opcode, uint32_t psn) const;
-  void transmit(const packet::Headers& h, std::span<const uint8_t> payload);
+  // The headers of a UD SEND to `to` (LRH, GRH when global, BTH, DETH).
+  packet::Headers make_datagram_headers(const SendWqe& w, uint32_t psn) const;
+  void transmit(const packet::Headers& h, std::span<const uint8_t> payload) {
+    transmit_to(destination(), h, payload);
+  }
+  void transmit_to(const WireAddress& dst, const packet::Headers& h,
+                   std::span<const uint8_t> payload);
   // Transmits a packet whose payload is gathered from this QP's send SGEs
   // straight into the frame. Returns kSuccess or the local error status.
   WcStatus transmit_gathered(const packet::Headers& h, const Sge* sges, uint32_t num_sge,
-                             uint64_t offset, uint32_t length);
+                             uint64_t offset, uint32_t length) {
+    return transmit_gathered_to(destination(), h, sges, num_sge, offset, length);
+  }
+  WcStatus transmit_gathered_to(const WireAddress& dst, const packet::Headers& h,
+                                const Sge* sges, uint32_t num_sge, uint64_t offset,
+                                uint32_t length);
   // Sends a run; its pieces were filled by describe().
   void transmit_run(const RunFrame& run);
 

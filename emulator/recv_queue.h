@@ -19,9 +19,23 @@ struct RecvWqe {
 
 class RecvQueue {
  public:
-  void resize(const QpCapabilities& cap) {
-    capacity_ = cap.max_recv_wr;
-    max_sge_ = cap.max_recv_sge;
+  void resize(const QpCapabilities& cap) { configure(cap.max_recv_wr, cap.max_recv_sge); }
+  void configure(uint32_t capacity, uint32_t max_sge) {
+    capacity_ = capacity;
+    max_sge_ = max_sge;
+  }
+  uint32_t capacity() const { return capacity_; }
+  uint32_t max_sge() const { return max_sge_; }
+  // Writes a WQE at the tail (room checked by the caller).
+  void push(const RecvRequest& wr) {
+    RecvWqe& r = at(tail);
+    r.wr_id = wr.wr_id;
+    r.num_sge = static_cast<uint32_t>(wr.sges.size());
+    r.length = 0;
+    for (const Sge& s : wr.sges) r.length += s.length;
+    Sge* to = sges_at(tail);
+    for (const Sge& s : wr.sges) *to++ = s;
+    ++tail;
   }
   // Takes the ring's memory if not done yet. false when there is none.
   bool allocate() {

@@ -76,6 +76,7 @@ void Requester::run() {
       case Step::kSendReadRequest: step = send_read_request(); break;
       case Step::kSendSegment: step = send_segment(); break;
       case Step::kSendRun: step = send_run(); break;
+      case Step::kSendDatagram: step = send_datagram(); break;
       case Step::kStop: break;
     }
   }
@@ -118,6 +119,7 @@ Requester::Step Requester::start_wqe() {
   }
   // A PSN below the highest ever sent goes out again: a retransmission.
   if (packet::psn_diff(npsn_, psn_high_) < 0) ++qp_.counters.retransmitted_packets;
+  if (qp_.type == QpType::kUd) return Step::kSendDatagram;
   if (w.is_atomic()) return Step::kSendAtomic;
   if (w.is_read()) return Step::kSendReadRequest;
   return run_fits(w) ? Step::kSendRun : Step::kSendSegment;
@@ -238,6 +240,45 @@ Requester::Step Requester::send_run() {
   return segments_sent(w, run.bytes, ends);
 }
 
+Requester::Step Requester::send_datagram() {
+  // UD: the whole message is one packet (post_send checked it fits the
+  // MTU), and the WR is done once it is on the wire: nothing acknowledges it.
+  SendWqe& w = *wqe_;
+  packet::Headers h = qp_.make_datagram_headers(w, npsn_);
+  if (w.ud.multicast) {
+    // IBTA 10.5.2.3: to a group, DestQP 0xFFFFFF; one copy per member process.
+    h.bth.dest_qp = Engine::kMulticastQpn;
+    qp_.engine->multicast_routes(w.ud.av.is_global ? &w.ud.av.dgid : nullptr, w.ud.av.dlid,
+                                 multicast_routes_);
+    for (const MulticastRoute& route : multicast_routes_)
+      if (WcStatus st = transmit_datagram(w, h, WireAddress{route.device_index, route.qpn});
+          st != WcStatus::kSuccess)
+        return local_error(w, st);
+  } else if (w.ud.device_index == Ah::kNoDevice) {
+    ++qp_.counters.datagrams_unroutable;  // lost on the fabric
+  } else if (WcStatus st = transmit_datagram(w, h, WireAddress{w.ud.device_index, w.ud.qpn});
+             st != WcStatus::kSuccess) {
+    return local_error(w, st);
+  }
+  advance_psn(packet::psn_add(npsn_, 1));
+  finish_wqe();
+  qp_.completer.sent_unacknowledged(npsn_);
+  qp_.completer.complete(w, WcStatus::kSuccess);
+  qp_.completer.retire_completed();
+  return Step::kNextWqe;
+}
+
+WcStatus Requester::transmit_datagram(const SendWqe& w, const packet::Headers& h,
+                                      const WireAddress& to) {
+  const uint64_t index = qp_.sq.next;
+  if (w.inline_len) {
+    qp_.transmit_to(to, h, std::span<const uint8_t>(qp_.sq.inline_at(index), w.inline_len));
+    return WcStatus::kSuccess;
+  }
+  return qp_.transmit_gathered_to(to, h, qp_.sq.sges_at(index), w.num_sge, 0,
+                                  static_cast<uint32_t>(w.length));
+}
+
 Requester::Step Requester::segments_sent(SendWqe& w, uint64_t bytes, bool last) {
   if (qp_.type == QpType::kRc) qp_.completer.arm_retransmit_timer();
   if (!last) {
@@ -256,9 +297,9 @@ Requester::Step Requester::segments_sent(SendWqe& w, uint64_t bytes, bool last) 
 
 Requester::Step Requester::local_error(SendWqe& w, WcStatus status) {
   // IBTA 10.7.3.1: a local protection/length error completes the WR in
-  // error; an RC QP goes to ERR, a UC QP's send queue to SQE.
+  // error; an RC QP goes to ERR, a UC or UD QP's send queue to SQE.
   qp_.completer.complete(w, status);
-  if (qp_.type == QpType::kUc) {
+  if (qp_.type != QpType::kRc) {
     qp_.enter_send_queue_error();
     return Step::kStop;
   }

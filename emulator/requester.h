@@ -10,8 +10,11 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "emulator/multicast_directory.h"
 #include "emulator/packet/headers.h"
+#include "emulator/wire/wire.h"
 #include "emulator/send_queue.h"
 
 namespace softverbs {
@@ -43,6 +46,7 @@ class Requester {
 
  private:
   enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendReadRequest,
+                    kSendDatagram,
                     kSendSegment, kSendRun, kStop };
 
   Step next_wqe();
@@ -53,6 +57,8 @@ class Requester {
   Step send_segment();
   // SEND/WRITE segments from send_offset_ on, as one run (run_frame.h).
   Step send_run();
+  Step send_datagram();
+  WcStatus transmit_datagram(const SendWqe& w, const packet::Headers& h, const WireAddress& to);
   bool run_fits(const SendWqe& w) const;
   packet::Headers segment_headers(const SendWqe& w, uint32_t psn, bool first, bool last) const;
   // A segment (or a run) went out: the offset moves, the WQE may be done.
@@ -71,6 +77,7 @@ class Requester {
   // The first packet after a go-back-N asks for an ACK, so the responder
   // says at once where it stands even if it only sees duplicates.
   bool ack_request_next_ = false;
+  std::vector<MulticastRoute> multicast_routes_;  // scratch of send_datagram
   uint32_t rd_atomic_outstanding_ = 0;
 };
 

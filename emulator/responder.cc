@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "emulator/qp_impl.h"
+#include "emulator/srq_impl.h"
 
 namespace softverbs {
 namespace {
@@ -26,6 +27,7 @@ void Responder::start(uint32_t rq_psn, uint32_t max_dest_rd_atomic) {
 void Responder::reset() {
   epsn_ = msn_ = 0;
   nak_sent_ = recv_in_progress_ = write_in_progress_ = comm_established_ = false;
+  holds_receive_ = false;
   uc_dropping_ = false;
   recv_offset_ = write_va_ = write_remaining_ = write_length_ = 0;
   for (auto& r : atomic_results_) r = AtomicResult{};
@@ -161,7 +163,7 @@ Responder::Step Responder::execute_send(Request& r) {
     if (recv_in_progress_) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
     const bool forced = !is_uc() && forced_rnr();
     if (forced) ++qp_.counters.forced_rnr_naks;
-    if (qp_.rq.empty() || forced) {
+    if (forced || !claim_receive()) {
       if (is_uc()) {  // no WQE: the message is lost
         drop_uc_message();
         return Step::kDone;
@@ -174,8 +176,7 @@ Responder::Step Responder::execute_send(Request& r) {
   } else if (!recv_in_progress_) {
     return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   }
-  const RecvWqe& wqe = qp_.rq.front();
-  if (recv_offset_ + r.payload.size() > wqe.length) {
+  if (recv_offset_ + r.payload.size() > recv_wqe_.length) {
     // The message does not fit the receive buffer: the receive completes
     // with a length error and the requester gets Invalid Request (a UC QP,
     // which cannot tell the requester, fails).
@@ -183,7 +184,7 @@ Responder::Step Responder::execute_send(Request& r) {
     return fail(r, aeth::kNakInvalidRequest,
                 is_uc() ? AsyncEventType::kQpFatal : AsyncEventType::kQpReqErr);
   }
-  const WcStatus st = qp_.scatter_payload(qp_.rq.front_sges(), wqe.num_sge, recv_offset_,
+  const WcStatus st = qp_.scatter_payload(recv_wqe_.sges, recv_wqe_.num_sge, recv_offset_,
                                           r.payload, r.pull_error);
   if (st != WcStatus::kSuccess) {
     fail_receive(st);
@@ -197,7 +198,7 @@ Responder::Step Responder::execute_send(Request& r) {
 Responder::Step Responder::execute_write(Request& r) {
   const packet::Headers& h = r.h;
   const bool has_imm = r.end_info.headers & packet::kHdrImmDt;
-  if (has_imm && qp_.rq.empty()) {
+  if (has_imm && !claim_receive()) {
     if (is_uc()) {
       drop_uc_message();
       return Step::kDone;
@@ -408,10 +409,27 @@ void Responder::send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uin
   }
 }
 
+bool Responder::claim_receive() {
+  if (holds_receive_) return true;
+  if (qp_.srq) {
+    if (!qp_.srq->impl().take(recv_wqe_, srq_sges_)) return false;
+  } else {
+    if (qp_.rq.empty()) return false;
+    const RecvWqe& w = qp_.rq.front();
+    recv_wqe_ = ReceiveWqeRef{w.wr_id, w.num_sge, w.length, qp_.rq.front_sges()};
+  }
+  holds_receive_ = true;
+  return true;
+}
+
+void Responder::retire_receive() {
+  if (!qp_.srq) ++qp_.rq.head;
+  holds_receive_ = false;
+}
+
 void Responder::complete_receive(const packet::Headers& h, bool is_send, bool has_imm) {
-  const RecvWqe& wqe = qp_.rq.front();
   Completion c;
-  c.wr_id = wqe.wr_id;
+  c.wr_id = recv_wqe_.wr_id;
   c.opcode = is_send ? WcOpcode::kRecv : WcOpcode::kRecvRdmaWithImm;
   c.byte_len = static_cast<uint32_t>(is_send ? recv_offset_ : write_length_);
   c.qp_num = qp_.qpn;
@@ -423,25 +441,30 @@ void Responder::complete_receive(const packet::Headers& h, bool is_send, bool ha
     c.wc_flags |= kWcWithImm;
   }
   if (h.has_grh) c.wc_flags |= kWcGrh;
-  ++qp_.rq.head;
+  retire_receive();
   recv_in_progress_ = false;
   qp_.recv_cq->impl().push(c, h.bth.solicited);
 }
 
 void Responder::fail_receive(WcStatus status) {
-  const RecvWqe& wqe = qp_.rq.front();
+  if (!claim_receive()) return;
   Completion c;
-  c.wr_id = wqe.wr_id;
+  c.wr_id = recv_wqe_.wr_id;
   c.status = status;
   c.opcode = WcOpcode::kRecv;
   c.qp_num = qp_.qpn;
-  ++qp_.rq.head;
+  retire_receive();
   recv_in_progress_ = false;
   qp_.recv_cq->impl().push(c, false);
 }
 
 void Responder::flush() {
-  while (!qp_.rq.empty()) fail_receive(WcStatus::kWrFlushErr);
+  if (qp_.srq) {
+    // The SRQ's other WQEs stay for the other QPs.
+    if (holds_receive_) fail_receive(WcStatus::kWrFlushErr);
+  } else {
+    while (!qp_.rq.empty()) fail_receive(WcStatus::kWrFlushErr);
+  }
   recv_in_progress_ = write_in_progress_ = false;
 }
 

@@ -17,6 +17,7 @@
 #include "emulator/aeth.h"
 #include "emulator/packet/codec.h"
 #include "emulator/packet/headers.h"
+#include "emulator/receive_wqe.h"
 #include "emulator/run_frame.h"
 #include "emulator/types.h"
 
@@ -32,12 +33,16 @@ class Responder {
   // A run of SEND or WRITE packets (run_frame.h): the same steps, taken once
   // for the whole run, with the payload pulled from the sender.
   void receive_run(const RunFrame& run);
+  // A UD datagram (responder_datagram.cc): Q_Key check, then into the next
+  // receive WQE behind the 40 bytes kept for the GRH. No PSN, no ACK.
+  void receive_datagram(const packet::DecodedPacket& pkt);
   // INIT -> RTR: the first PSN expected, and how many atomic results to keep.
   void start(uint32_t rq_psn, uint32_t max_dest_rd_atomic);
   void reset();
-  // ERR: every posted receive WQE completes flushed.
+  // ERR: every posted receive WQE completes flushed (of an SRQ, only the
+  // one this QP holds).
   void flush();
-  // The receive WQE at the head completes in error.
+  // The next receive WQE (the one held, or the next one) completes in error.
   void fail_receive(WcStatus status);
 
   uint32_t expected_psn() const { return epsn_; }
@@ -83,6 +88,11 @@ class Responder {
   void rnr_nak(uint32_t psn);
   bool forced_rnr() const;
   void complete_receive(const packet::Headers& h, bool is_send, bool has_imm);
+  // The receive WQE of the message in progress: claimed at its start (from
+  // the RQ's head or the SRQ), given back to nobody, retired at completion.
+  // false when none is posted.
+  bool claim_receive();
+  void retire_receive();
   void drop_uc_message();
   bool is_uc() const;
 
@@ -98,6 +108,9 @@ class Responder {
   uint64_t write_length_ = 0;    // the RETH's DMA length of the current WRITE
   uint32_t write_rkey_ = 0;
   bool comm_established_ = false;
+  bool holds_receive_ = false;   // recv_wqe_ is claimed
+  ReceiveWqeRef recv_wqe_;
+  std::vector<Sge> srq_sges_;    // SGEs of a WQE claimed from the SRQ
   bool uc_dropping_ = false;     // UC: a packet was lost; skip to the next message
   // Results of executed atomics by PSN, so a duplicate is answered without
   // executing twice (IBTA 9.7.5.3.2). max_dest_rd_atomic entries.

@@ -17,6 +17,16 @@
 
 namespace softverbs {
 
+// Where a UD WQE goes, copied from its address handle at post time (the
+// application may destroy the AH once ibv_post_send returns).
+struct DatagramDestination {
+  AddressVector av;
+  uint32_t device_index = 0;
+  uint32_t qpn = 0;
+  uint32_t qkey = 0;
+  bool multicast = false;
+};
+
 struct SendWqe {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
@@ -35,6 +45,7 @@ struct SendWqe {
   bool started = false;
   bool done = false;
   WcStatus status = WcStatus::kSuccess;
+  DatagramDestination ud;  // UD only
 
   bool is_read() const { return opcode == WrOpcode::kRdmaRead; }
   bool is_atomic() const {

@@ -10,6 +10,8 @@
 
 namespace softverbs {
 
+class Ah;
+
 // Errors are values: 0 on success, else a positive errno (EINVAL, ENOMEM, ...).
 using Errno = int;
 
@@ -151,7 +153,9 @@ struct SendRequest {
   // For kWrInline: the bytes gathered from the SGEs by the caller, copied at
   // post time (the caller may reuse its buffers as soon as post returns).
   std::span<const uint8_t> inline_data;
-  // UD only.
+  // UD only: where the datagram goes. A Q_Key with its high bit set means
+  // the QP's own Q_Key (IBTA 10.2.5).
+  const Ah* ah = nullptr;
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
 };

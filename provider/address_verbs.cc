@@ -26,7 +26,34 @@ int find_gid_index(SoftContext& context, uint8_t port_num, const Gid& gid) {
   return -1;
 }
 
+ibv_ah* create_soft_ah(SoftContext& context, ibv_pd* pd, const ibv_ah_attr& attr) {
+  std::unique_ptr<SoftAh> ah(new SoftAh{});
+  Errno err = 0;
+  ah->ah = context.hca->create_ah(*soft_of<SoftPd>(pd)->pd, from_ibv_ah_attr(attr), err);
+  if (!ah->ah) {
+    errno = err ? err : ENOMEM;
+    return nullptr;
+  }
+  {
+    std::lock_guard lock(context.objects.mutex);
+    context.objects.ahs.insert(ah.get());
+  }
+  ah->ibv.context = pd->context;
+  ah->ibv.pd = pd;
+  ah->ibv.handle = 0;
+  return &ah.release()->ibv;
+}
+
 }  // namespace
+
+void destroy_soft_ah(SoftContext& context, SoftAh* ah) {
+  {
+    std::lock_guard lock(context.objects.mutex);
+    context.objects.ahs.erase(ah);
+  }
+  delete ah;
+}
+
 }  // namespace softverbs::provider
 
 using namespace softverbs;
@@ -37,15 +64,22 @@ SOFTVERBS_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  if (!is_soft(pd->context)) SOFTVERBS_FORWARD(nullptr, ibv_create_ah, pd, attr);
-  errno = EOPNOTSUPP;  // address handles come with UD, not supported yet
-  return nullptr;
+  SoftContext* context = soft_context(pd->context);
+  if (!context) SOFTVERBS_FORWARD(nullptr, ibv_create_ah, pd, attr);
+  if (!attr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return errno_on_exception([&] { return create_soft_ah(*context, pd, *attr); },
+                            static_cast<ibv_ah*>(nullptr));
 }
 
 SOFTVERBS_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   if (!ah) return EINVAL;
-  if (!is_soft(ah->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_destroy_ah, ah);
-  return EOPNOTSUPP;  // no soft AH can exist
+  SoftContext* context = soft_context(ah->context);
+  if (!context) SOFTVERBS_FORWARD(ENOSYS, ibv_destroy_ah, ah);
+  destroy_soft_ah(*context, soft_of<SoftAh>(ah));
+  return 0;
 }
 
 SOFTVERBS_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh,
@@ -56,8 +90,10 @@ SOFTVERBS_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* 
   }
   if (!is_soft(pd->context))
     SOFTVERBS_FORWARD(nullptr, ibv_create_ah_from_wc, pd, wc, grh, port_num);
-  errno = EOPNOTSUPP;
-  return nullptr;
+  // As libibverbs does: the attributes back to the sender, then an AH.
+  ibv_ah_attr attr;
+  if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) return nullptr;
+  return ibv_create_ah(pd, &attr);
 }
 
 // Builds the attributes of an AH back to the sender of `wc` (IB link layer):
@@ -120,4 +156,20 @@ SOFTVERBS_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_at
   return soft->device->description.link_layer == softverbs::LinkLayer::kEthernet
              ? -EOPNOTSUPP
              : -EINVAL;
+}
+
+SOFTVERBS_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!qp || !gid) return EINVAL;
+  if (!is_soft(qp->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_attach_mcast, qp, gid, lid);
+  Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
+  return errno_on_exception([&] { return hca_qp.attach_multicast(from_ibv_gid(*gid), lid); },
+                            ENOMEM);
+}
+
+SOFTVERBS_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!qp || !gid) return EINVAL;
+  if (!is_soft(qp->context)) SOFTVERBS_FORWARD(ENOSYS, ibv_detach_mcast, qp, gid, lid);
+  Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
+  return errno_on_exception([&] { return hca_qp.detach_multicast(from_ibv_gid(*gid), lid); },
+                            ENOMEM);
 }

@@ -39,7 +39,9 @@ void AsyncEventQueue::on_async_event(const AsyncEvent& event) {
     if (it == objects_.cqs.end()) return;
     out.element.cq = &it->second->ibv;
   } else if (is_srq_event(out.event_type)) {
-    return;  // no soft SRQ exists yet
+    auto it = objects_.srqs.find(event.srq);
+    if (it == objects_.srqs.end()) return;
+    out.element.srq = &it->second->ibv;
   } else {
     out.element.port_num = event.port;
   }
@@ -52,6 +54,8 @@ Errno AsyncEventQueue::next_event(ibv_async_event& out) {
       ++soft_of<SoftQp>(event.element.qp)->async_events_delivered;
     else if (is_cq_event(event.event_type))
       ++soft_of<SoftCq>(event.element.cq)->async_events_delivered;
+    else if (is_srq_event(event.event_type))
+      ++soft_of<SoftSrq>(event.element.srq)->async_events_delivered;
   });
 }
 
@@ -64,6 +68,12 @@ void AsyncEventQueue::forget(const ibv_qp* qp) {
 void AsyncEventQueue::forget(const ibv_cq* cq) {
   events_.remove_if([cq](const ibv_async_event& event) {
     return is_cq_event(event.event_type) && event.element.cq == cq;
+  });
+}
+
+void AsyncEventQueue::forget(const ibv_srq* srq) {
+  events_.remove_if([srq](const ibv_async_event& event) {
+    return is_srq_event(event.event_type) && event.element.srq == srq;
   });
 }
 

@@ -22,6 +22,8 @@ struct ContextObjects {
   std::unordered_set<SoftMr*> mrs;
   std::unordered_map<const Cq*, SoftCq*> cqs;
   std::unordered_map<const Qp*, SoftQp*> qps;
+  std::unordered_map<const Srq*, SoftSrq*> srqs;
+  std::unordered_set<SoftAh*> ahs;
 };
 
 bool is_qp_event(ibv_event_type type);
@@ -45,6 +47,7 @@ class AsyncEventQueue final : public AsyncEventSink {
   // Drops the events of a QP or CQ not yet handed out.
   void forget(const ibv_qp* qp);
   void forget(const ibv_cq* cq);
+  void forget(const ibv_srq* srq);
 
  private:
   ContextObjects& objects_;

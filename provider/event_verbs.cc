@@ -39,6 +39,14 @@ SOFTVERBS_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     pthread_mutex_unlock(&cq->mutex);
     return;
   }
+  if (is_srq_event(type) && event->element.srq && is_soft(event->element.srq->context)) {
+    ibv_srq* srq = event->element.srq;
+    pthread_mutex_lock(&srq->mutex);
+    ++srq->events_completed;
+    pthread_cond_signal(&srq->cond);
+    pthread_mutex_unlock(&srq->mutex);
+    return;
+  }
   // Port and device events need no acknowledgement bookkeeping; events of
   // other devices go to the real library.
   SOFTVERBS_FORWARD_VOID(ibv_ack_async_event, event);

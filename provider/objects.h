@@ -62,6 +62,17 @@ struct SoftCq {
   std::mutex iterating;
 };
 
+struct SoftAh {
+  ibv_ah ibv;
+  std::unique_ptr<Ah> ah;
+};
+
+struct SoftSrq {
+  ibv_srq ibv;
+  std::unique_ptr<Srq> srq;
+  uint32_t async_events_delivered = 0;  // see SoftCq; acked in ibv.events_completed
+};
+
 struct SoftQp {
   // ibv_qp_ex begins with the ibv_qp (qp_base); its builders are used by
   // QPs from ibv_create_qp_ex with send ops only. ibv_ex first, so SoftQp{}

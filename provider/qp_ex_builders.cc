@@ -111,7 +111,7 @@ int wr_complete(ibv_qp_ex* qpx) {
   const Errno err = errno_on_exception(
       [&]() -> Errno {
         std::span<const SendRequest> requests;
-        if (Errno e = batch.translate(requests)) return e;
+        if (Errno e = batch.translate(requests, &qp.ibv)) return e;
         size_t refused = 0;
         return qp.qp->post_send_batch(requests, refused);
       },

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "provider/exports.h"
+#include "provider/post_chain.h"
 #include "provider/real_library.h"
 #include "provider/send_wr_translation.h"
 #include "provider/soft_context.h"
@@ -27,20 +28,11 @@ class StackRoom {
   std::array<uint8_t, kMaxInlineData> inline_bytes_;  // left uninitialised
 };
 
-Errno post_one_send(Qp& qp, const ibv_send_wr& wr) {
+Errno post_one_send(const ibv_qp& ibv, Qp& qp, const ibv_send_wr& wr) {
   StackRoom stack;
   SendRequest request;
-  if (Errno err = translate_send_wr(wr, stack.room(), request)) return err;
+  if (Errno err = translate_send_wr(wr, stack.room(), request, &ibv)) return err;
   return qp.post_send(request);
-}
-
-Errno post_one_recv(Qp& qp, const ibv_recv_wr& wr) {
-  StackRoom stack;
-  if (Errno err = from_ibv_sge_list(wr.sg_list, wr.num_sge, stack.sges())) return err;
-  RecvRequest request;
-  request.wr_id = wr.wr_id;
-  request.sges = std::span<const Sge>(stack.sges(), static_cast<size_t>(wr.num_sge));
-  return qp.post_recv(request);
 }
 
 // The CQ a QP may use: one of this context's.
@@ -48,36 +40,19 @@ bool is_cq_of(const ibv_cq* cq, const ibv_context* context) {
   return cq && cq->context == context;
 }
 
-// Posts a chain of WRs; the first one refused ends the chain, names itself
-// in *bad_wr and gives its errno. Exceptions (allocation failure inside the
-// HCA) count as ENOMEM: the caller is C.
-template <class Wr, class PostOne>
-int post_chain(Wr* wr, Wr** bad_wr, PostOne&& post_one) noexcept {
-  Errno err = 0;
-  try {
-    for (; wr; wr = wr->next)
-      if ((err = post_one(*wr))) break;
-  } catch (...) {
-    err = ENOMEM;
-  }
-  if (err && bad_wr) *bad_wr = wr;
-  return err;
-}
-
 }  // namespace
 
 int soft_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
-  return post_chain(wr, bad_wr, [&hca_qp](const ibv_send_wr& one) {
-    return post_one_send(hca_qp, one);
+  return post_chain(wr, bad_wr, [qp, &hca_qp](const ibv_send_wr& one) {
+    return post_one_send(*qp, hca_qp, one);
   });
 }
 
 int soft_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Qp& hca_qp = *soft_of<SoftQp>(qp)->qp;
-  return post_chain(wr, bad_wr, [&hca_qp](const ibv_recv_wr& one) {
-    return post_one_recv(hca_qp, one);
-  });
+  return post_recv_chain(wr, bad_wr,
+                         [&hca_qp](const RecvRequest& request) { return hca_qp.post_recv(request); });
 }
 
 namespace {
@@ -90,9 +65,8 @@ std::unique_ptr<Qp> create_hca_qp(SoftContext& context, ibv_pd* pd,
     errno = err;
     return nullptr;
   }
-  // No soft SRQ exists, so any SRQ given belongs to something else.
   if (!is_cq_of(attr.send_cq, pd->context) || !is_cq_of(attr.recv_cq, pd->context) ||
-      attr.srq) {
+      (attr.srq && attr.srq->context != pd->context)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -102,6 +76,7 @@ std::unique_ptr<Qp> create_hca_qp(SoftContext& context, ibv_pd* pd,
   init.recv_cq = soft_of<SoftCq>(attr.recv_cq)->cq.get();
   init.cap = from_ibv_qp_cap(attr.cap);
   init.sq_sig_all = attr.sq_sig_all != 0;
+  if (attr.srq) init.srq = soft_of<SoftSrq>(attr.srq)->srq.get();
   Errno err = 0;
   std::unique_ptr<Qp> qp = context.hca->create_qp(*soft_of<SoftPd>(pd)->pd, init, err);
   if (!qp) {
@@ -120,7 +95,7 @@ void fill_ibv_qp(ibv_qp& ibv, ibv_pd* pd, const ibv_qp_init_attr_ex& attr, uint3
   ibv.pd = pd;
   ibv.send_cq = attr.send_cq;
   ibv.recv_cq = attr.recv_cq;
-  ibv.srq = nullptr;
+  ibv.srq = attr.srq;
   ibv.handle = qpn;
   ibv.qp_num = qpn;
   ibv.state = IBV_QPS_RESET;

@@ -95,7 +95,7 @@ ibv_send_wr SendWrBatch::view_of(const PendingWr& pending, ibv_sge& inline_sge) 
   return wr;
 }
 
-Errno SendWrBatch::translate(std::span<const SendRequest>& requests) {
+Errno SendWrBatch::translate(std::span<const SendRequest>& requests, const ibv_qp* qp) {
   if (error_) return error_;
   // Room for every WR's SGEs and inline bytes, taken before any is used:
   // the rooms must not move while requests point into them.
@@ -115,7 +115,7 @@ Errno SendWrBatch::translate(std::span<const SendRequest>& requests) {
     ibv_sge inline_sge;
     const ibv_send_wr wr = view_of(wrs_[i], inline_sge);
     const SendWrRoom room{sge_room_.data() + sge_at, inline_room_.data() + inline_at};
-    if (Errno err = translate_send_wr(wr, room, requests_[i])) return err;
+    if (Errno err = translate_send_wr(wr, room, requests_[i], qp)) return err;
     sge_at += requests_[i].sges.size();
     inline_at += requests_[i].inline_data.size();
   }

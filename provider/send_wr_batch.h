@@ -49,7 +49,7 @@ class SendWrBatch {
   // Translates every WR into `requests` (valid until end()). Returns the
   // first error recorded by a builder or setter, else the first WR's that
   // the translation refuses; nothing is to be posted then.
-  Errno translate(std::span<const SendRequest>& requests);
+  Errno translate(std::span<const SendRequest>& requests, const ibv_qp* qp = nullptr);
 
   size_t size() const { return wrs_.size(); }
 

@@ -4,6 +4,7 @@
 #include <new>
 #include <span>
 
+#include "provider/objects.h"
 #include "provider/translate.h"
 
 namespace softverbs::provider {
@@ -37,8 +38,25 @@ uint64_t total_length(const ibv_sge* list, int count) {
   return total;
 }
 
-Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendRequest& out) {
+namespace {
+
+Errno translate_datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRequest& out) {
+  ibv_ah* ah = wr.wr.ud.ah;
+  if (!ah || ah->context != qp.context) return EINVAL;
+  out.ah = soft_of<SoftAh>(ah)->ah.get();
+  out.remote_qpn = wr.wr.ud.remote_qpn;
+  out.remote_qkey = wr.wr.ud.remote_qkey;
+  return 0;
+}
+
+}  // namespace
+
+Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendRequest& out,
+                        const ibv_qp* qp) {
   if (Errno err = from_ibv_send_wr(wr, out)) return err;
+  if (qp && qp->qp_type == IBV_QPT_UD) {
+    if (Errno err = translate_datagram_address(*qp, wr, out)) return err;
+  }
   if (Errno err = from_ibv_sge_list(wr.sg_list, wr.num_sge, room.sges)) return err;
   out.sges = std::span<const Sge>(room.sges, static_cast<size_t>(wr.num_sge));
   out.inline_data = {};

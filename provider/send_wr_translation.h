@@ -25,8 +25,11 @@ struct SendWrRoom {
 // are copied now, so the caller may reuse them once the post returns.
 // EINVAL for an opcode the soft HCA does not implement, an SGE count above
 // kMaxSge (or a list missing), or inline data above kMaxInlineData; `out`
-// and the room's contents are then unspecified.
-Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendRequest& out);
+// and the room's contents are then unspecified. For a UD `qp`, the WR's
+// wr.ud (address handle, QPN, Q_Key) too: EINVAL without an AH of the QP's
+// context.
+Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendRequest& out,
+                        const ibv_qp* qp = nullptr);
 
 // Copies an SGE list into `room` (kMaxSge entries). EINVAL for a count no
 // soft QP can take, or a list missing.

@@ -29,6 +29,7 @@ void set_ops(verbs_context& vctx) {
   vctx.create_cq_ex = soft_create_cq_ex;
   vctx.modify_cq = soft_modify_cq;
   vctx.query_rt_values = soft_query_rt_values;
+  set_srq_ops(vctx);
 }
 
 }  // namespace
@@ -73,14 +74,20 @@ void close_soft_context(SoftContext* context) {
   std::vector<SoftMr*> mrs;
   std::vector<SoftCq*> cqs;
   std::vector<SoftPd*> pds;
+  std::vector<SoftSrq*> srqs;
+  std::vector<SoftAh*> ahs;
   {
     std::lock_guard lock(context->objects.mutex);
     for (auto& [key, qp] : context->objects.qps) qps.push_back(qp);
     for (SoftMr* mr : context->objects.mrs) mrs.push_back(mr);
     for (auto& [key, cq] : context->objects.cqs) cqs.push_back(cq);
     for (SoftPd* pd : context->objects.pds) pds.push_back(pd);
+    for (auto& [key, srq] : context->objects.srqs) srqs.push_back(srq);
+    for (SoftAh* ah : context->objects.ahs) ahs.push_back(ah);
   }
   for (SoftQp* qp : qps) destroy_soft_qp(*context, qp, false);
+  for (SoftSrq* srq : srqs) destroy_soft_srq(*context, srq, false);
+  for (SoftAh* ah : ahs) destroy_soft_ah(*context, ah);
   for (SoftMr* mr : mrs) destroy_soft_mr(*context, mr);
   for (SoftCq* cq : cqs) destroy_soft_cq(*context, cq, false);
   for (SoftPd* pd : pds) destroy_soft_pd(*context, pd);

@@ -54,6 +54,10 @@ void destroy_soft_qp(SoftContext& context, SoftQp* qp, bool wait_for_acks);
 void destroy_soft_cq(SoftContext& context, SoftCq* cq, bool wait_for_acks);
 void destroy_soft_mr(SoftContext& context, SoftMr* mr);
 void destroy_soft_pd(SoftContext& context, SoftPd* pd);
+void destroy_soft_srq(SoftContext& context, SoftSrq* srq, bool wait_for_acks);
+void destroy_soft_ah(SoftContext& context, SoftAh* ah);
+// The extended-verbs op of SRQs (ibv_create_srq_ex).
+void set_srq_ops(verbs_context& vctx);
 
 // The ops the inline verbs reach through the context (fast path: no
 // allocation, no locks of the provider's own).
@@ -71,8 +75,8 @@ ibv_qp* soft_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 ibv_cq_ex* soft_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 int soft_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
 int soft_query_rt_values(ibv_context* context, ibv_values_ex* values);
-// Not supported yet: honest failures.
 int soft_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// Not supported yet: honest failures.
 ibv_mw* soft_alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int soft_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 int soft_dealloc_mw(ibv_mw* mw);

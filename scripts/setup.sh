@@ -16,6 +16,8 @@ packages=(
   ibverbs-utils perftest rdmacm-utils
   # ucx_info, which looks for a device's files as well as its verbs
   ucx-utils
+  # qperf: its UD and RC tests run in the real-programs test
+  qperf
   # the bench's reference (fi_pingpong over libfabric's shm provider) and its plots
   libfabric-bin gnuplot-nox
   # the libFuzzer build of the packet parser

@@ -342,4 +342,6 @@ const char* to_string(DecodeError error) {
   return index < std::size(kNames) ? kNames[index] : "unknown decode error";
 }
 
+void encode_grh(const Grh& grh, std::span<uint8_t, kGrhBytes> out) { put_grh(out.data(), grh); }
+
 }  // namespace softverbs::packet

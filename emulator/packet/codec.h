@@ -46,6 +46,9 @@ size_t ib_header_bytes(const Headers& headers);
 size_t encode_ib(const Headers& headers, std::span<const uint8_t> payload,
                  std::span<uint8_t> out);
 
+// The 40 bytes of a GRH as on the wire (a UD receive buffer starts with them).
+void encode_grh(const Grh& grh, std::span<uint8_t, kGrhBytes> out);
+
 enum class DecodeError : uint8_t {
   kNone,
   kTruncated,      // shorter than its headers say

@@ -343,6 +343,8 @@ void ShmRegistry::clear_slot_locked(uint32_t slot) {
     }
     entry.qpn_count = 0;
   }
+  for (RegistryMulticastAttachment& a : layout().multicast)
+    if (a.owner == slot + 1) a.owner = 0;
   unlink_segment(mailbox_segment_name(user_stem_, slot, generation));
   shared(entry.generation).store(0);  // free from here on
   shared(entry.pid).store(0);
@@ -436,6 +438,67 @@ bool ShmRegistry::is_alive(const ProcessRef& process) const {
   if (generation != process.generation) return false;
   if (process.slot == self_.slot && generation == self_.generation) return true;
   return is_process_alive(static_cast<pid_t>(pid), start_time);
+}
+
+// ---- multicast attachments
+
+namespace {
+
+bool same_gid(const uint8_t (&stored)[16], const Gid& gid) {
+  return std::equal(gid.begin(), gid.end(), stored);
+}
+
+}  // namespace
+
+Errno ShmRegistry::attach_multicast(uint32_t device_index, const Gid& gid, uint16_t lid,
+                                    uint32_t qpn) {
+  if (device_index >= kMaxRegistryDevices || self_.generation == 0) return EINVAL;
+  Lock lock(layout().mutex);
+  if (lock.error() != 0) return lock.error();
+  reclaim_dead_slots_locked();
+  RegistryMulticastAttachment* free_entry = nullptr;
+  for (RegistryMulticastAttachment& a : layout().multicast) {
+    if (a.owner == 0) {
+      if (!free_entry) free_entry = &a;
+    } else if (a.device == device_index && a.qpn == qpn && same_gid(a.gid, gid)) {
+      return 0;  // attached already
+    }
+  }
+  if (!free_entry) return ENOMEM;
+  std::copy(gid.begin(), gid.end(), free_entry->gid);
+  free_entry->qpn = qpn;
+  free_entry->device = static_cast<uint8_t>(device_index);
+  free_entry->lid = lid;
+  free_entry->owner = static_cast<uint8_t>(self_.slot + 1);
+  return 0;
+}
+
+Errno ShmRegistry::detach_multicast(uint32_t device_index, const Gid& gid, uint16_t lid,
+                                    uint32_t qpn) {
+  if (device_index >= kMaxRegistryDevices || self_.generation == 0) return EINVAL;
+  Lock lock(layout().mutex);
+  if (lock.error() != 0) return lock.error();
+  for (RegistryMulticastAttachment& a : layout().multicast) {
+    if (a.owner == self_.slot + 1 && a.device == device_index && a.qpn == qpn &&
+        a.lid == lid && same_gid(a.gid, gid)) {
+      a.owner = 0;
+      return 0;
+    }
+  }
+  return EINVAL;
+}
+
+Errno ShmRegistry::multicast_members(const Gid* gid, uint16_t lid,
+                                     std::vector<MulticastMember>& out) const {
+  out.clear();
+  Lock lock(layout().mutex);
+  if (lock.error() != 0) return lock.error();
+  for (const RegistryMulticastAttachment& a : layout().multicast) {
+    if (a.owner == 0 || a.owner > kMaxProcessSlots || a.device >= kMaxRegistryDevices) continue;
+    if (gid ? !same_gid(a.gid, *gid) : a.lid != lid) continue;
+    out.push_back(MulticastMember{a.device, a.qpn, a.owner - 1u});
+  }
+  return 0;
 }
 
 }  // namespace softverbs

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "emulator/types.h"
 #include "emulator/wire/shm_registry_layout.h"
@@ -68,6 +69,21 @@ class ShmRegistry {
   // The same without the liveness check: no lock, no syscall, for the data
   // path. A crashed owner is reported until its slot is reclaimed.
   bool find_qpn_owner(uint32_t device_index, uint32_t qpn, ProcessRef& owner) const;
+
+  // Multicast groups (IBTA 10.5), one fabric for every soft device of the
+  // host: which QPs of which processes are attached to the group with GID
+  // `gid`. attach is idempotent; ENOMEM when the table is full, EINVAL for a
+  // bad device; detach EINVAL when the QP was not attached. A dead
+  // process's attachments go with its slot.
+  Errno attach_multicast(uint32_t device_index, const Gid& gid, uint16_t lid, uint32_t qpn);
+  Errno detach_multicast(uint32_t device_index, const Gid& gid, uint16_t lid, uint32_t qpn);
+  struct MulticastMember {
+    uint32_t device_index = 0;
+    uint32_t qpn = 0;
+    uint32_t slot = 0;
+  };
+  // The group's members; a group named by LID only (no GRH) matches on lid.
+  Errno multicast_members(const Gid* gid, uint16_t lid, std::vector<MulticastMember>& out) const;
 
   // True while that process is attached and running.
   bool is_alive(const ProcessRef& process) const;

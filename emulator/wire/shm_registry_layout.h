@@ -24,9 +24,13 @@ inline constexpr uint32_t kMaxRegistryDevices = 16;
 inline constexpr uint32_t kQpnTableSize = 1u << 17;
 inline constexpr uint32_t kFirstAllocatableQpn = 2;
 
+// Multicast attachments (QP, group) of every process, all devices together.
+inline constexpr uint32_t kMaxMulticastAttachments = 1024;
+
 inline constexpr uint64_t kRegistryMagic = 0x67722d76667373ull;  // "ssfv-rg"
 // 2: one byte per QPN owner, 255 process slots, memory reserved at creation.
-inline constexpr uint32_t kRegistryVersion = 2;
+// 3: multicast attachments.
+inline constexpr uint32_t kRegistryVersion = 3;
 
 // Fields read without the mutex are plain integers accessed through
 // std::atomic_ref: the segment starts as zeros, and zero is every field's
@@ -43,6 +47,16 @@ struct RegistryProcessSlot {
   uint32_t qpn_count;   // under the mutex; never lower than the QPNs held
 };
 
+// One QP attached to one multicast group. Written and read under the mutex;
+// a free entry has owner 0.
+struct RegistryMulticastAttachment {
+  uint8_t gid[16];
+  uint32_t qpn;
+  uint8_t device;
+  uint8_t owner;  // slot + 1
+  uint16_t lid;
+};
+
 struct RegistryLayout {
   uint64_t magic;  // written last, with release, by the creator
   uint32_t version;
@@ -55,6 +69,7 @@ struct RegistryLayout {
   uint64_t last_generation;
   uint32_t next_qpn[kMaxRegistryDevices];  // round-robin cursors
   alignas(64) RegistryProcessSlot slots[kMaxProcessSlots];
+  alignas(64) RegistryMulticastAttachment multicast[kMaxMulticastAttachments];
   // Owner of each QPN: slot index + 1, or 0 when free. Written under the
   // mutex, read lock-free by the data path. Any value a byte can hold names
   // a slot in range or none.

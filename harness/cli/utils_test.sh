@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs rdma-core's unmodified ibverbs utilities on softverbs0 under
 # `softverbs run`: ibv_devices, ibv_devinfo -v, and ibv_rc_pingpong between
-# two processes with a range of flags. Each case is bounded in time and each
+# two processes with a range of flags, ibv_ud_pingpong and ibv_srq_pingpong. Each case is bounded in time and each
 # pingpong pair has its own TCP port. Fails if any case fails.
 #
 # Usage: utils_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]
@@ -27,7 +27,7 @@ trap 'rm -rf "$PAIR_LOG_DIR"' EXIT
 passed=0
 failed=()
 
-for tool in ibv_devices ibv_devinfo ibv_rc_pingpong; do
+for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong; do
   if ! command -v $tool >/dev/null; then
     echo "$tool is missing (package ibverbs-utils); run scripts/setup.sh"
     exit 1
@@ -71,16 +71,17 @@ single() {
   record "$name" $ok
 }
 
-# pingpong NAME [ibv_rc_pingpong ARGS...]: server and client with the same
-# flags; both must succeed, and the client must report its transfer.
-pingpong() {
-  local name=$1
-  shift
+# program_pingpong NAME PROGRAM [ARGS...]: server and client of one of the
+# ibv_*_pingpong programs with the same flags; both must succeed, and each
+# must report its transfer.
+program_pingpong() {
+  local name=$1 program=$2
+  shift 2
   wanted "$name" || return 0
   # shellcheck disable=SC2034  # read by run_client_server
-  SERVER_CMD=("$cli" run -- ibv_rc_pingpong -d softverbs0 -p @PORT@ "$@")
+  SERVER_CMD=("$cli" run -- "$program" -d softverbs0 -p @PORT@ "$@")
   # shellcheck disable=SC2034
-  CLIENT_CMD=("$cli" run -- ibv_rc_pingpong -d softverbs0 -p @PORT@ "$@" localhost)
+  CLIENT_CMD=("$cli" run -- "$program" -d softverbs0 -p @PORT@ "$@" localhost)
   local ok=yes
   if ! run_client_server "$name" "$limit"; then
     echo "  $name: server $(describe_status "$PAIR_SERVER_STATUS")," \
@@ -93,6 +94,12 @@ pingpong() {
   fi
   [[ $ok == yes ]] || print_client_server_logs
   record "$name" $ok
+}
+
+pingpong() {
+  local name=$1
+  shift
+  program_pingpong "$name" ibv_rc_pingpong "$@"
 }
 
 # What ibv_devices and ibv_devinfo must show for softverbs0, taken from the
@@ -140,6 +147,16 @@ pingpong rc_pingpong_new_send -N
 pingpong rc_pingpong_new_send_check -N -c
 pingpong rc_pingpong_new_send_events_check -e -N -c
 pingpong rc_pingpong_timestamps -t
+# UD with address handles (every receive behind the 40-byte GRH area), and
+# an SRQ shared by 16 (or 32) RC QPs.
+program_pingpong ud_pingpong_check ibv_ud_pingpong -c
+program_pingpong ud_pingpong_gid0_check ibv_ud_pingpong -g 0 -c
+program_pingpong ud_pingpong_events_check ibv_ud_pingpong -e -c
+program_pingpong ud_pingpong_small ibv_ud_pingpong -s 1 -c -n 200
+program_pingpong srq_pingpong_check ibv_srq_pingpong -c
+program_pingpong srq_pingpong_events_check ibv_srq_pingpong -e -c
+program_pingpong srq_pingpong_32_qps ibv_srq_pingpong -q 32 -c -n 200
+program_pingpong srq_pingpong_large ibv_srq_pingpong -s 65536 -c -n 100
 
 # ibv_rc_pingpong with 1% of the frames dropped on both sides still
 # completes, and `softverbs stats` shows the retransmissions while it runs.

@@ -1,0 +1,96 @@
+// Shared receive queues: create, post, modify (resize and the limit),
+// query, and the take that attached QPs' responders make.
+#include <algorithm>
+#include <cerrno>
+
+#include "emulator/hca_impl.h"
+#include "emulator/srq_impl.h"
+
+namespace softverbs {
+
+std::unique_ptr<Srq> Hca::create_srq(Pd& pd, SrqInit& init, Errno& err) {
+  const DeviceAttributes& a = impl_->attributes;
+  if (init.max_wr == 0 || init.max_wr > a.max_srq_wr || init.max_sge > a.max_srq_sge ||
+      init.limit > init.max_wr) {
+    err = EINVAL;
+    return nullptr;
+  }
+  auto impl = std::make_unique<Srq::Impl>();
+  impl->hca = this;
+  impl->pd = &pd;
+  init.max_sge = std::max(init.max_sge, 1u);  // as HCAs round up
+  impl->queue.configure(init.max_wr, init.max_sge);
+  if (!impl->queue.allocate()) {
+    err = ENOMEM;
+    return nullptr;
+  }
+  impl->limit = init.limit;
+  pd.users.fetch_add(1);
+  err = 0;
+  return std::unique_ptr<Srq>(new Srq(std::move(impl)));
+}
+
+Srq::Srq(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
+
+Srq::~Srq() { impl_->pd->users.fetch_sub(1); }
+
+Errno Srq::post_recv(const RecvRequest& wr) {
+  std::lock_guard lock(impl_->mutex);
+  RecvQueue& q = impl_->queue;
+  if (wr.sges.size() > q.max_sge()) return EINVAL;
+  if (q.full()) return ENOMEM;
+  q.push(wr);
+  return 0;
+}
+
+Errno Srq::modify(const uint32_t* max_wr, const uint32_t* limit) {
+  std::lock_guard lock(impl_->mutex);
+  RecvQueue& q = impl_->queue;
+  const uint32_t new_max_wr = max_wr ? *max_wr : q.capacity();
+  if (max_wr && (new_max_wr == 0 || new_max_wr < q.posted() ||
+                 new_max_wr > impl_->hca->attributes().max_srq_wr))
+    return EINVAL;
+  if (limit && *limit > new_max_wr) return EINVAL;
+  if (max_wr && new_max_wr != q.capacity()) {
+    // The WQEs posted keep their order in the new ring.
+    RecvQueue grown;
+    grown.configure(new_max_wr, q.max_sge());
+    if (!grown.allocate()) return ENOMEM;
+    for (uint64_t n = q.head; n != q.tail; ++n) {
+      const RecvWqe& w = q.at(n);
+      grown.at(grown.tail) = w;
+      std::copy_n(q.sges_at(n), w.num_sge, grown.sges_at(grown.tail));
+      ++grown.tail;
+    }
+    q = std::move(grown);
+  }
+  if (limit) impl_->limit = *limit;
+  return 0;
+}
+
+Srq::State Srq::query() const {
+  std::lock_guard lock(impl_->mutex);
+  return State{impl_->queue.capacity(), impl_->queue.max_sge(), impl_->limit};
+}
+
+bool Srq::Impl::take(ReceiveWqeRef& out, std::vector<Sge>& sges) {
+  bool limit_reached = false;
+  {
+    std::lock_guard lock(mutex);
+    if (queue.empty()) return false;
+    const RecvWqe& w = queue.front();
+    if (sges.size() < w.num_sge) sges.resize(queue.max_sge());
+    std::copy_n(queue.front_sges(), w.num_sge, sges.begin());
+    out = ReceiveWqeRef{w.wr_id, w.num_sge, w.length, sges.data()};
+    ++queue.head;
+    if (limit != 0 && queue.posted() < limit) {
+      limit = 0;  // fires once per arming (ibv_modify_srq(3))
+      limit_reached = true;
+    }
+  }
+  if (limit_reached) hca->impl().raise(AsyncEvent{AsyncEventType::kSrqLimitReached, nullptr,
+                                                  nullptr, 0, self});
+  return true;
+}
+
+}  // namespace softverbs

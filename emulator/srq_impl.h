@@ -1,0 +1,31 @@
+// A shared receive queue inside: its ring of WQEs and the limit event.
+//
+// Threads: guarded by `mutex`, a leaf lock. The responder of an attached QP
+// takes it (with the QP's lock held) to claim a WQE; posting takes it alone.
+#pragma once
+
+#include <mutex>
+#include <vector>
+
+#include "emulator/hca.h"
+#include "emulator/receive_wqe.h"
+#include "emulator/recv_queue.h"
+
+namespace softverbs {
+
+struct Srq::Impl {
+  mutable std::mutex mutex;
+  Hca* hca = nullptr;
+  Pd* pd = nullptr;
+  Srq* self = nullptr;
+  RecvQueue queue;
+  uint32_t limit = 0;  // armed while non-zero (IBTA 10.2.9.2)
+
+  // Moves the oldest WQE into `out` (its SGEs into `sges`, which holds
+  // max_sge). false when none is posted. Fires the limit event when the
+  // WQEs left drop below an armed limit, and disarms it.
+  bool take(ReceiveWqeRef& out, std::vector<Sge>& sges);
+  uint32_t max_sge() const { return queue.max_sge(); }
+};
+
+}  // namespace softverbs
