@@ -189,6 +189,17 @@ TEST_F(SrqTest, AnEmptySrqAnswersRnrUntilAWqeIsPosted) {
   (void)receiver;
 }
 
+TEST_F(SrqTest, AnEmptySrqExhaustsRnrRetry) {
+  ibv_qp* sender = make_rc(false);
+  ibv_qp* receiver = make_rc(true);
+  connect(sender, receiver->qp_num, /*rnr_retry=*/0);
+  connect(receiver, sender->qp_num);
+  ASSERT_EQ(0, send(sender, 1, 0, 64));
+  const std::vector<ibv_wc> wcs = poll(1);
+  ASSERT_EQ(1u, wcs.size());
+  EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wcs[0].status);
+}
+
 TEST_F(SrqTest, TheLimitEventFiresOncePerArming) {
   auto [sender, receiver] = pair();
   for (uint64_t i = 0; i < 8; ++i) ASSERT_EQ(0, post_srq(i, 0x10000 + i * 4096));

@@ -13,6 +13,7 @@
 
 #include "conformance/datagram_endpoint.h"
 #include "conformance/peer_pair.h"
+#include "harness/testsupport/test_config.h"
 
 namespace softverbs::conformance {
 namespace {
@@ -183,6 +184,48 @@ TEST(UdTransport, ACreatedAhAnswersTheSenderOfACompletion) {
   for (const ibv_wc& wc : answer) received = received || (wc.wr_id == 2 && wc.src_qp == b.qp()->qp_num);
   EXPECT_TRUE(received);
   EXPECT_EQ(0, ibv_destroy_ah(back));
+}
+
+// The wire's fault rules apply to datagrams: one dropped is simply gone
+// (its send succeeded), and the next lands in the receive WQE it would have
+// used, for a unicast datagram as for a copy to a group.
+TEST(UdTransport, ADroppedDatagramIsGoneNotLate) {
+  if (!soft_control_available()) GTEST_SKIP() << kNoSoftControl;
+  SoftControlReset reset(test_config().device_name);
+  DatagramEndpoint sender, receiver;
+  ASSERT_EQ("", sender.error());
+  ASSERT_EQ("", receiver.error());
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(0, receiver.post_recv(i, i * 4096, 4096));
+  ibv_ah* to = sender.make_ah(receiver.address());
+  ASSERT_NE(nullptr, to);
+  ibv_gid group{};
+  group.raw[0] = 0xff;
+  group.raw[1] = 0x12;
+  group.raw[15] = 0x77;
+  ASSERT_EQ(0, ibv_attach_mcast(receiver.qp(), &group, 0xc077));
+  ibv_ah* to_group = sender.make_group_ah(group, 0xc077);
+  ASSERT_NE(nullptr, to_group);
+  fill(sender.buffer() + 8192, 64, 5);
+  std::string reply;
+  ASSERT_EQ(0, soft_control("fault set drop:dir=tx,op=UD_SEND_ONLY,nth=1", reply)) << reply;
+  ASSERT_EQ(0, sender.send(to, receiver.qp()->qp_num, kTestQkey, 1, 8192, 64));
+  ASSERT_EQ(0, sender.send(to, receiver.qp()->qp_num, kTestQkey, 2, 8192, 64));
+  ASSERT_EQ(0, soft_control("fault set drop:dir=tx,op=UD_SEND_ONLY,nth=1", reply)) << reply;
+  ASSERT_EQ(0, sender.send(to_group, 0xffffff, kTestQkey, 3, 8192, 64));
+  ASSERT_EQ(0, sender.send(to_group, 0xffffff, kTestQkey, 4, 8192, 64));
+  ASSERT_EQ(0, soft_control("fault clear", reply)) << reply;
+  std::vector<ibv_wc> wcs = sender.poll(4, kWait);
+  std::vector<ibv_wc> more = receiver.poll(2, kWait);
+  wcs.insert(wcs.end(), more.begin(), more.end());
+  EXPECT_TRUE(receiver.poll(1, kQuiet).empty()) << "a dropped datagram came late";
+  std::vector<uint64_t> sends, receives;
+  for (const ibv_wc& wc : wcs) {
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    (wc.opcode == IBV_WC_SEND ? sends : receives).push_back(wc.wr_id);
+  }
+  EXPECT_EQ((std::vector<uint64_t>{1, 2, 3, 4}), sends);
+  EXPECT_EQ((std::vector<uint64_t>{0, 1}), receives) << "two datagrams in the first two WQEs";
+  EXPECT_TRUE(filled(receiver.buffer() + kGrhBytes, 64, 5));
 }
 
 }  // namespace
