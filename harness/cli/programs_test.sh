@@ -94,6 +94,13 @@ ucx() {
   pair "$name" ucx_perftest -p @PORT@ -d softverbs0:1 -x "$transport" -t "$test" -n 5000
 }
 
+# What worked before UD and SRQ keeps working.
+perftest ib_send_lat ib_send_lat -s 8 -n 2000
+perftest ib_write_lat ib_write_lat -s 8 -n 2000
+perftest ib_read_bw ib_read_bw -s 65536 -n 1000
+perftest ib_read_lat ib_read_lat -s 8 -n 2000
+perftest ib_atomic_bw ib_atomic_bw -n 2000
+perftest ib_atomic_lat ib_atomic_lat -n 2000
 perftest ib_send_bw_ud ib_send_bw -c UD -s 1024 -n 2000
 perftest ib_send_lat_ud ib_send_lat -c UD -s 1024 -n 2000
 perftest ib_send_bw_srq ib_send_bw --use-srq -s 65536 -n 2000
@@ -103,6 +110,17 @@ perftest ib_write_bw_all_sizes ib_write_bw -a -n 100
 perftest ib_send_bw_all_sizes ib_send_bw -a -n 100
 qperf_case qperf_ud_lat ud_lat 'latency *= *[0-9.]+ [mun]?s'
 qperf_case qperf_ud_bw ud_bw 'recv_bw *= *[0-9.]+ [KMG]?B/sec'
+# ucx_info must offer both verbs transports on the soft device.
+if wanted ucx_info_transports; then
+  info=$("$cli" run -- ucx_info -d 2>&1)
+  if grep -q "Transport: rc_verbs" <<<"$info" && grep -q "Transport: ud_verbs" <<<"$info" &&
+     grep -q "Device: softverbs0:1" <<<"$info"; then
+    record ucx_info_transports yes
+  else
+    sed 's/^/  | /' <<<"$info"
+    record ucx_info_transports no
+  fi
+fi
 ucx ucx_rc_verbs_am_lat rc_verbs am_lat
 ucx ucx_rc_verbs_put_bw rc_verbs put_bw
 ucx ucx_ud_verbs_am_lat ud_verbs am_lat
