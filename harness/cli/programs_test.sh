@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs real RDMA programs, unmodified, between two processes on softverbs0
-# under `softverbs run`: perftest (UD, SRQ, many QPs, every size), qperf's
-# UD tests, and UCX's ucx_perftest over its rc_verbs and ud_verbs
-# transports. Each case is bounded in time and has its own TCP port; perftest
+# under `softverbs run`: perftest (send, write, read and atomics; UD, SRQ,
+# many QPs, every size), qperf's UD tests, and UCX (ucx_info's transports,
+# ucx_perftest over rc_verbs and ud_verbs). Each case is bounded in time and has its own TCP port; perftest
 # and ucx_perftest must exit 0 on both sides, qperf must report its figure.
 #
 # Usage: programs_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]
