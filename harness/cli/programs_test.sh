@@ -2,8 +2,9 @@
 # Runs real RDMA programs, unmodified, between two processes on softverbs0
 # under `softverbs run`: perftest (send, write, read and atomics; UD, SRQ,
 # many QPs, every size), qperf's UD tests, and UCX (ucx_info's transports,
-# ucx_perftest over rc_verbs and ud_verbs). Each case is bounded in time and has its own TCP port; perftest
-# and ucx_perftest must exit 0 on both sides, qperf must report its figure.
+# ucx_perftest over rc_verbs and ud_verbs). Each case is bounded in time
+# and has its own TCP port; perftest and ucx_perftest must exit 0 on both
+# sides, qperf must report its figure.
 #
 # Usage: programs_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]
 #   PROGRAMS_TEST_TIMEOUT (seconds, default 120) bounds each program.
