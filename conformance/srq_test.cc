@@ -43,7 +43,9 @@ class SrqTest : public ::testing::Test {
   }
   void TearDown() override {
     qps_.clear();
-    if (srq_) EXPECT_EQ(0, ibv_destroy_srq(srq_));
+    if (srq_) {
+      EXPECT_EQ(0, ibv_destroy_srq(srq_));
+    }
   }
 
   ibv_qp* make_rc(bool on_srq) {
