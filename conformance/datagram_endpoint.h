@@ -29,14 +29,15 @@ struct DatagramAddress {
 class DatagramEndpoint {
  public:
   // Opens the test device and brings a UD QP to RTS with `qkey`. With
-  // `srq`, receives come from a new SRQ of `srq_wr` WQEs. Empty error()
-  // on success.
+  // `with_srq`, receives come from a new SRQ of 256 WQEs. Empty error() on
+  // success.
   explicit DatagramEndpoint(uint32_t qkey = kTestQkey, bool with_srq = false,
                             uint32_t buffer_bytes = 1 << 20);
   const std::string& error() const { return error_; }
 
   DatagramAddress address() const;
   uint32_t mtu_bytes() const { return 128u << port_.active_mtu; }
+  uint8_t port_num() const { return port_.port; }
   ibv_context* context() const { return context_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
   ibv_qp* qp() const { return qp_.get(); }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conformance/datagram_endpoint.h"
+#include "harness/testsupport/soft_control.h"
 #include "harness/testsupport/device.h"
 #include "harness/testsupport/verbs_handles.h"
 
@@ -42,7 +43,9 @@ class SrqTest : public ::testing::Test {
   }
   void TearDown() override {
     qps_.clear();
-    if (srq_) EXPECT_EQ(0, ibv_destroy_srq(srq_));
+    if (srq_) {
+      EXPECT_EQ(0, ibv_destroy_srq(srq_));
+    }
   }
 
   ibv_qp* make_rc(bool on_srq) {
@@ -182,6 +185,11 @@ TEST_F(SrqTest, AnEmptySrqAnswersRnrUntilAWqeIsPosted) {
   auto [sender, receiver] = pair();
   ASSERT_EQ(0, send(sender, 1, 0, 64));
   EXPECT_TRUE(poll(1, std::chrono::milliseconds(200)).empty());  // RNR, retried
+  if (soft_control_available()) {  // the responder said RNR, more than once
+    std::string stats;
+    ASSERT_EQ(0, soft_control("stats", stats));
+    EXPECT_GE(qp_counter(stats, receiver->qp_num, "rnr_naks_sent").value_or(0), 2u) << stats;
+  }
   ASSERT_EQ(0, post_srq(7, 0x20000));
   const std::vector<ibv_wc> wcs = poll(2);
   ASSERT_EQ(2u, wcs.size());
@@ -224,26 +232,53 @@ TEST_F(SrqTest, TheLimitEventFiresOncePerArming) {
 
 TEST_F(SrqTest, AQpEnteringErrRaisesLastWqeReachedAndTheSrqStaysInUseUntilItGoes) {
   auto [sender, receiver] = pair();
+  auto [other_sender, other_receiver] = pair();
   EXPECT_EQ(EBUSY, ibv_destroy_srq(srq_));
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_EQ(0, post_srq(5 + i, 0x10000 + i * 4096));
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_ERR;
   ASSERT_EQ(0, ibv_modify_qp(receiver, &attr, IBV_QP_STATE));
   ibv_async_event event{};
   ASSERT_TRUE(next_event(IBV_EVENT_QP_LAST_WQE_REACHED, event));
   EXPECT_EQ(receiver, event.element.qp);
-  // The SRQ's WQEs stay for the others.
-  ASSERT_EQ(0, post_srq(5, 0x10000));
+  // The SRQ's WQEs stayed for the others: none was flushed, and the other
+  // QP takes them in order.
+  EXPECT_TRUE(poll(1, std::chrono::milliseconds(100)).empty());
+  ASSERT_EQ(0, send(other_sender, 1, 0, 8));
+  ASSERT_EQ(0, send(other_sender, 2, 0, 8));
+  std::vector<uint64_t> receive_ids;
+  for (const ibv_wc& wc : poll(4)) {
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    if (wc.opcode == IBV_WC_RECV) {
+      receive_ids.push_back(wc.wr_id);
+      EXPECT_EQ(other_receiver->qp_num, wc.qp_num);
+    }
+  }
+  EXPECT_EQ((std::vector<uint64_t>{5, 6}), receive_ids);
   qps_.clear();  // the QPs go; the SRQ can be destroyed (TearDown)
   (void)sender;
 }
 
 TEST_F(SrqTest, ResizeKeepsThePostedWqesAndRefusesTooSmall) {
+  ibv_device_attr device{};
+  ASSERT_EQ(0, ibv_query_device(context_.get(), &device));
+  if (!(device.device_cap_flags & IBV_DEVICE_SRQ_RESIZE))
+    GTEST_SKIP() << "the device does not resize SRQs (IBV_DEVICE_SRQ_RESIZE)";
   for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(0, post_srq(i, 0x10000 + i * 4096));
   ibv_srq_attr attr{};
   attr.max_wr = 4;
   EXPECT_EQ(EINVAL, ibv_modify_srq(srq_, &attr, IBV_SRQ_MAX_WR));
   attr.max_wr = 64;
   ASSERT_EQ(0, ibv_modify_srq(srq_, &attr, IBV_SRQ_MAX_WR));
+  // It holds more than the 16 it was made with now.
+  for (uint64_t i = 10; i < 40; ++i) ASSERT_EQ(0, post_srq(i, 0x10000 + (i % 16) * 4096));
+  // A limit above max_wr is refused, and so is shrinking below an armed limit.
+  attr.srq_limit = 65;
+  EXPECT_EQ(EINVAL, ibv_modify_srq(srq_, &attr, IBV_SRQ_LIMIT));
+  attr.srq_limit = 50;
+  ASSERT_EQ(0, ibv_modify_srq(srq_, &attr, IBV_SRQ_LIMIT));
+  attr.max_wr = 45;
+  EXPECT_EQ(EINVAL, ibv_modify_srq(srq_, &attr, IBV_SRQ_MAX_WR));
   auto [sender, receiver] = pair();
   for (uint64_t i = 0; i < 3; ++i) ASSERT_EQ(0, send(sender, 100 + i, 0, 8));
   std::vector<uint64_t> receive_ids;

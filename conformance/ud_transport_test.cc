@@ -137,16 +137,30 @@ TEST(UdTransport, WrongQkeyIsDroppedAndTheHighBitMeansTheQpsOwn) {
   EXPECT_TRUE(outcome.passed) << outcome.message;
 }
 
-TEST(UdTransport, AMessageAboveTheMtuIsRefusedAtPost) {
+// IBTA C10-93.1.1: a UD message longer than the MTU is not sent, and its
+// WR still completes successfully; the next one (of the MTU) arrives.
+TEST(UdTransport, AMessageAboveTheMtuIsNotSentAndNoError) {
   DatagramEndpoint self;
   ASSERT_EQ("", self.error());
+  const uint32_t mtu = self.mtu_bytes();
+  ASSERT_EQ(0, self.post_recv(7, 0, mtu + kGrhBytes));
+  ASSERT_EQ(0, self.post_recv(8, 2 * mtu, mtu + kGrhBytes));
   ibv_ah* ah = self.make_ah(self.address());
   ASSERT_NE(nullptr, ah);
-  EXPECT_EQ(EINVAL, self.send(ah, self.qp()->qp_num, kTestQkey, 1, 0, self.mtu_bytes() + 1));
-  EXPECT_EQ(0, self.send(ah, self.qp()->qp_num, kTestQkey, 2, 0, self.mtu_bytes()));
-  const std::vector<ibv_wc> sent = self.poll(1, kWait);
-  ASSERT_EQ(1u, sent.size());
-  EXPECT_EQ(2u, sent[0].wr_id);
+  const uint64_t from = 4 * uint64_t(mtu);
+  ASSERT_EQ(0, self.send(ah, self.qp()->qp_num, kTestQkey, 1, from, mtu + 1));
+  ASSERT_EQ(0, self.send(ah, self.qp()->qp_num, kTestQkey, 2, from, mtu));
+  std::vector<ibv_wc> wcs = self.poll(3, kWait);
+  const std::vector<ibv_wc> late = self.poll(1, kQuiet);
+  wcs.insert(wcs.end(), late.begin(), late.end());
+  ASSERT_EQ(3u, wcs.size());
+  for (const ibv_wc& wc : wcs) {
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    if (wc.opcode == IBV_WC_RECV) {
+      EXPECT_EQ(7u, wc.wr_id);
+      EXPECT_EQ(mtu + kGrhBytes, wc.byte_len);
+    }
+  }
 }
 
 TEST(UdTransport, ADatagramToAQpnNobodyOwnsVanishesAndItsSendSucceeds) {
@@ -175,8 +189,9 @@ TEST(UdTransport, ACreatedAhAnswersTheSenderOfACompletion) {
   ASSERT_EQ(0, a.send(to_b, b.qp()->qp_num, kTestQkey, 10, 8192, 8));
   std::vector<ibv_wc> got = b.poll(1, kWait);
   ASSERT_EQ(1u, got.size());
+  ASSERT_EQ(IBV_WC_SUCCESS, got[0].status);
   ibv_ah* back = ibv_create_ah_from_wc(b.pd(), &got[0],
-                                       reinterpret_cast<ibv_grh*>(b.buffer()), 1);
+                                       reinterpret_cast<ibv_grh*>(b.buffer()), b.port_num());
   ASSERT_NE(nullptr, back) << strerror(errno);
   ASSERT_EQ(0, b.send(back, got[0].src_qp, kTestQkey, 11, 8192, 8));
   std::vector<ibv_wc> answer = a.poll(2, kWait);
@@ -205,14 +220,15 @@ TEST(UdTransport, ADroppedDatagramIsGoneNotLate) {
   ASSERT_EQ(0, ibv_attach_mcast(receiver.qp(), &group, 0xc077));
   ibv_ah* to_group = sender.make_group_ah(group, 0xc077);
   ASSERT_NE(nullptr, to_group);
-  fill(sender.buffer() + 8192, 64, 5);
+  // Each datagram its own bytes, so the receiver can tell which came.
+  for (uint8_t i = 1; i <= 4; ++i) fill(sender.buffer() + 8192 * i, 64, i);
   std::string reply;
   ASSERT_EQ(0, soft_control("fault set drop:dir=tx,op=UD_SEND_ONLY,nth=1", reply)) << reply;
   ASSERT_EQ(0, sender.send(to, receiver.qp()->qp_num, kTestQkey, 1, 8192, 64));
-  ASSERT_EQ(0, sender.send(to, receiver.qp()->qp_num, kTestQkey, 2, 8192, 64));
+  ASSERT_EQ(0, sender.send(to, receiver.qp()->qp_num, kTestQkey, 2, 2 * 8192, 64));
   ASSERT_EQ(0, soft_control("fault set drop:dir=tx,op=UD_SEND_ONLY,nth=1", reply)) << reply;
-  ASSERT_EQ(0, sender.send(to_group, 0xffffff, kTestQkey, 3, 8192, 64));
-  ASSERT_EQ(0, sender.send(to_group, 0xffffff, kTestQkey, 4, 8192, 64));
+  ASSERT_EQ(0, sender.send(to_group, 0xffffff, kTestQkey, 3, 3 * 8192, 64));
+  ASSERT_EQ(0, sender.send(to_group, 0xffffff, kTestQkey, 4, 4 * 8192, 64));
   ASSERT_EQ(0, soft_control("fault clear", reply)) << reply;
   std::vector<ibv_wc> wcs = sender.poll(4, kWait);
   std::vector<ibv_wc> more = receiver.poll(2, kWait);
@@ -225,7 +241,8 @@ TEST(UdTransport, ADroppedDatagramIsGoneNotLate) {
   }
   EXPECT_EQ((std::vector<uint64_t>{1, 2, 3, 4}), sends);
   EXPECT_EQ((std::vector<uint64_t>{0, 1}), receives) << "two datagrams in the first two WQEs";
-  EXPECT_TRUE(filled(receiver.buffer() + kGrhBytes, 64, 5));
+  EXPECT_TRUE(filled(receiver.buffer() + kGrhBytes, 64, 2)) << "the second datagram first";
+  EXPECT_TRUE(filled(receiver.buffer() + 4096 + kGrhBytes, 64, 4)) << "then the fourth";
 }
 
 }  // namespace

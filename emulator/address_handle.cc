@@ -1,18 +1,29 @@
 // Address handles: an address vector checked once and resolved to the soft
 // device that owns its destination.
+#include <algorithm>
 #include <cerrno>
 
 #include "emulator/hca_impl.h"
 
 namespace softverbs {
+
+bool is_multicast_gid(const Gid& gid) {
+  if (gid[0] == 0xff) return true;
+  const bool v4_mapped = std::all_of(gid.begin(), gid.begin() + 10,
+                                     [](uint8_t b) { return b == 0; }) &&
+                         gid[10] == 0xff && gid[11] == 0xff;
+  return v4_mapped && (gid[12] & 0xf0) == 0xe0;
+}
+
 namespace {
 
-// IBTA 4.1.1 (multicast LIDs) and 4.1.1.3 (GIDs with prefix ff00::/8).
+// IBTA 4.1.1 (multicast LIDs 0xC000-0xFFFE) and GIDs of a group: ff00::/8,
+// or (RoCE) an IPv4 multicast address mapped into IPv6, ::ffff:224.0.0.0/100.
 bool is_multicast(const AddressVector& av) {
   constexpr uint16_t kFirstMulticastLid = 0xc000;
   constexpr uint16_t kPermissiveLid = 0xffff;
   if (av.dlid >= kFirstMulticastLid && av.dlid != kPermissiveLid) return true;
-  return av.is_global && av.dgid[0] == 0xff;
+  return av.is_global && is_multicast_gid(av.dgid);
 }
 
 }  // namespace
@@ -20,7 +31,10 @@ bool is_multicast(const AddressVector& av) {
 std::unique_ptr<Ah> Hca::create_ah(Pd& pd, const AddressVector& av, Errno& err) {
   PortAttributes port;
   query_port(1, port);
-  if (av.port_num != 1 || (av.is_global && av.sgid_index >= port.gid_tbl_len)) {
+  // A RoCE port routes by GID only: an AH without a GRH has no address.
+  const bool needs_grh = impl_->description.link_layer == LinkLayer::kEthernet;
+  if (av.port_num != 1 || (av.is_global && av.sgid_index >= port.gid_tbl_len) ||
+      (needs_grh && !av.is_global)) {
     err = EINVAL;
     return nullptr;
   }

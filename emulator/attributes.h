@@ -6,6 +6,7 @@
 #include <string>
 
 #include "emulator/device_config.h"
+#include "emulator/wire/shm_registry_layout.h"
 #include "emulator/types.h"
 
 namespace softverbs {
@@ -65,9 +66,9 @@ struct DeviceAttributes {
   uint8_t local_ca_ack_delay = 15;
   uint8_t phys_port_cnt = 1;
   uint32_t max_ah = kMaxAh;
-  // The host's table holds 1,024 attachments in all (shm_registry_layout.h).
-  uint32_t max_mcast_grp = 64;
-  uint32_t max_mcast_qp_attach = 16;
+  // Limits of the host's table of attachments, for all processes together.
+  uint32_t max_mcast_grp = kMaxMulticastGroups;
+  uint32_t max_mcast_qp_attach = kMaxMulticastQpsPerGroup;
   uint32_t max_inline_data = kMaxInlineData;
   uint64_t hca_core_clock_khz = kHcaCoreClockKhz;
   uint64_t completion_timestamp_mask = kCompletionTimestampMask;

@@ -132,7 +132,6 @@ std::span<uint8_t> frame_buffer() {
 Engine::Engine(Config config)
     : wire_(std::move(config.wire)),
       qpns_(std::move(config.qpns)),
-
       clock_(config.clock ? config.clock : &SteadyClock::instance()),
       keepalive_(std::move(config.keepalive)),
       fault_injector_(config.fault_injector) {

@@ -4,6 +4,7 @@
 
 #include "emulator/hca_impl.h"
 #include "emulator/qp_impl.h"
+#include "emulator/srq_impl.h"
 
 namespace softverbs {
 namespace {
@@ -210,6 +211,7 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   c.max_recv_sge = std::max(c.max_recv_sge, 1u);
   if (init.srq) c.max_recv_wr = c.max_recv_sge = 0;  // the SRQ's count instead
   impl->srq = init.srq;
+  if (init.srq) impl->responder.use_srq(init.srq->impl().max_sge());
   impl->cap = c;
   impl->sq.resize(c);
   impl->rq.resize(c);

@@ -101,7 +101,7 @@ class Hca {
   struct SrqInit {
     uint32_t max_wr = 0;   // updated with what was granted
     uint32_t max_sge = 0;  // updated with what was granted
-    uint32_t limit = 0;    // armed when non-zero
+    uint32_t limit = 0;    // ignored (ibv_create_srq(3)); reported as 0
   };
   // EINVAL for max_wr or max_sge above the device limits; ENOMEM.
   std::unique_ptr<Srq> create_srq(Pd& pd, SrqInit& init, Errno& err);
@@ -224,7 +224,7 @@ class Srq {
     uint32_t limit = 0;
   };
   State query() const;
-  // QPs attached; destroy refuses (EBUSY) while non-zero.
+  // QPs attached: the provider refuses to destroy it (EBUSY) while non-zero.
   std::atomic<uint32_t> users{0};
 
   struct Impl;

@@ -6,6 +6,7 @@
 #include "emulator/engine.h"
 #include "emulator/multicast_directory.h"
 #include "emulator/qp_impl.h"
+#include "emulator/wire/shm_registry_layout.h"
 
 namespace softverbs {
 
@@ -14,8 +15,12 @@ namespace softverbs {
 Errno LocalMulticastDirectory::attach(uint32_t device_index, const Gid& gid, uint16_t lid,
                                       uint32_t qpn) {
   std::lock_guard lock(mutex_);
-  for (const Member& m : members_)
-    if (m.device_index == device_index && m.qpn == qpn && m.gid == gid) return 0;
+  uint32_t group_members = 0;
+  for (const Member& m : members_) {
+    if (m.device_index == device_index && m.qpn == qpn && m.gid == gid && m.lid == lid) return 0;
+    if (m.gid == gid) ++group_members;
+  }
+  if (group_members >= kMaxMulticastQpsPerGroup) return ENOMEM;
   members_.push_back(Member{device_index, gid, lid, qpn});
   return 0;
 }
@@ -48,7 +53,7 @@ Errno LocalMulticastDirectory::routes(const Gid* gid, uint16_t lid,
 Errno Engine::attach_multicast(QpImpl& qp, const Gid& gid, uint16_t lid) {
   std::lock_guard lock(intake_mutex_);
   for (const LocalAttachment& a : local_multicast_)
-    if (a.qp == &qp && a.gid == gid) return 0;  // attached already
+    if (a.qp == &qp && a.gid == gid && a.lid == lid) return 0;  // attached already
   if (Errno err = multicast_->attach(qp.device_index, gid, lid, qp.qpn)) return err;
   local_multicast_.push_back(LocalAttachment{gid, lid, &qp});
   return 0;

@@ -153,9 +153,9 @@ void QpImpl::note_send_queue_drained() {
 
 Errno QpImpl::resolve_datagram(const SendRequest& wr, uint64_t length,
                                DatagramDestination& out) const {
-  // A datagram is one packet: a message above the MTU is refused here
-  // (rxe drops it silently on the wire instead; refusing tells the caller).
-  if (!wr.ah || length > mtu()) return EINVAL;
+  // A message above the MTU is accepted: it is dropped when sent (below).
+  (void)length;
+  if (!wr.ah) return EINVAL;
   out.av = wr.ah->av();
   out.device_index = wr.ah->device_index();
   out.multicast = wr.ah->multicast();
@@ -423,6 +423,7 @@ Qp::~Qp() {
     hca.qps.erase(impl_.get());
     std::lock_guard qp_lock(impl_->mutex);
     hca.destroyed_qp_counters += impl_->counters;
+    impl_->responder.release_receive();
   }
   impl_->pd->users.fetch_sub(1);
   if (impl_->srq) impl_->srq->users.fetch_sub(1);
@@ -465,7 +466,7 @@ namespace {
 
 // IBTA 4.1.1: multicast LIDs are 0xC000-0xFFFE; a RoCE port has no LIDs.
 bool valid_group(const QpImpl& qp, const Gid& gid, uint16_t lid) {
-  if (qp.type != QpType::kUd || gid[0] != 0xff) return false;
+  if (qp.type != QpType::kUd || !is_multicast_gid(gid)) return false;
   if (qp.hca->description().link_layer == LinkLayer::kEthernet) return true;
   return lid >= 0xc000 && lid != 0xffff;
 }

@@ -30,7 +30,8 @@ namespace softverbs {
   X(qkey_violations, "UD datagrams dropped: Q_Key differs from the QP's")        \
   X(datagrams_dropped_no_receive, "UD datagrams dropped: no receive WQE posted")  \
   X(datagrams_dropped_too_long, "UD datagrams dropped: longer than the receive WQE")\
-  X(datagrams_unroutable, "UD datagrams sent to an address no soft device owns")
+  X(datagrams_unroutable, "UD datagrams sent to an address no soft device owns")   \
+  X(datagrams_above_mtu, "UD messages longer than the MTU, not sent (IBTA C10-93.1.1)")
 
 struct QpCounters {
 #define SOFTVERBS_DECLARE_COUNTER(name, help) uint64_t name = 0;

@@ -1,6 +1,7 @@
-// A QP's receive queue: a ring of max_recv_wr WQEs with their SGE lists in
-// a pool beside it. Indices only grow. The memory is taken at the first
-// post. Guarded by the QP's lock.
+// A receive queue: a ring of WQEs with their SGE lists in a pool beside it.
+// Indices only grow. The memory is taken by allocate() (a QP's at its first
+// post; an SRQ's when made). Guarded by its owner's lock: the QP's, or the
+// SRQ's.
 #pragma once
 
 #include <cstdint>

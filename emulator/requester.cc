@@ -245,7 +245,11 @@ Requester::Step Requester::send_datagram() {
   // MTU), and the WR is done once it is on the wire: nothing acknowledges it.
   SendWqe& w = *wqe_;
   packet::Headers h = qp_.make_datagram_headers(w, npsn_);
-  if (w.ud.multicast) {
+  if (w.length > qp_.mtu()) {
+    // IBTA C10-93.1.1: a UD message longer than the MTU is not sent, and
+    // that is no error: the WR completes successfully (as on rxe).
+    ++qp_.counters.datagrams_above_mtu;
+  } else if (w.ud.multicast) {
     // IBTA 10.5.2.3: to a group, DestQP 0xFFFFFF; one copy per member process.
     h.bth.dest_qp = Engine::kMulticastQpn;
     qp_.engine->multicast_routes(w.ud.av.is_global ? &w.ud.av.dgid : nullptr, w.ud.av.dlid,

@@ -27,7 +27,7 @@ void Responder::start(uint32_t rq_psn, uint32_t max_dest_rd_atomic) {
 void Responder::reset() {
   epsn_ = msn_ = 0;
   nak_sent_ = recv_in_progress_ = write_in_progress_ = comm_established_ = false;
-  holds_receive_ = false;
+  release_receive();
   uc_dropping_ = false;
   recv_offset_ = write_va_ = write_remaining_ = write_length_ = 0;
   for (auto& r : atomic_results_) r = AtomicResult{};
@@ -420,6 +420,11 @@ bool Responder::claim_receive() {
   }
   holds_receive_ = true;
   return true;
+}
+
+void Responder::release_receive() {
+  if (holds_receive_ && qp_.srq) qp_.srq->impl().give_back(recv_wqe_);
+  holds_receive_ = false;
 }
 
 void Responder::retire_receive() {

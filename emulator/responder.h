@@ -38,7 +38,12 @@ class Responder {
   void receive_datagram(const packet::DecodedPacket& pkt);
   // INIT -> RTR: the first PSN expected, and how many atomic results to keep.
   void start(uint32_t rq_psn, uint32_t max_dest_rd_atomic);
+  // A WQE claimed from the SRQ goes back to it.
   void reset();
+  // Before destruction: a WQE claimed from the SRQ goes back to it.
+  void release_receive();
+  // Attached to an SRQ whose WQEs carry up to `max_sge` SGEs.
+  void use_srq(uint32_t max_sge) { srq_sges_.resize(max_sge); }
   // ERR: every posted receive WQE completes flushed (of an SRQ, only the
   // one this QP holds).
   void flush();

@@ -10,8 +10,7 @@ namespace softverbs {
 
 std::unique_ptr<Srq> Hca::create_srq(Pd& pd, SrqInit& init, Errno& err) {
   const DeviceAttributes& a = impl_->attributes;
-  if (init.max_wr == 0 || init.max_wr > a.max_srq_wr || init.max_sge > a.max_srq_sge ||
-      init.limit > init.max_wr) {
+  if (init.max_wr == 0 || init.max_wr > a.max_srq_wr || init.max_sge > a.max_srq_sge) {
     err = EINVAL;
     return nullptr;
   }
@@ -24,7 +23,9 @@ std::unique_ptr<Srq> Hca::create_srq(Pd& pd, SrqInit& init, Errno& err) {
     err = ENOMEM;
     return nullptr;
   }
-  impl->limit = init.limit;
+  // ibv_create_srq(3): the limit given at creation is irrelevant; an SRQ
+  // starts disarmed.
+  init.limit = 0;
   pd.users.fetch_add(1);
   err = 0;
   return std::unique_ptr<Srq>(new Srq(std::move(impl)));
@@ -50,7 +51,8 @@ Errno Srq::modify(const uint32_t* max_wr, const uint32_t* limit) {
   if (max_wr && (new_max_wr == 0 || new_max_wr < q.posted() ||
                  new_max_wr > impl_->hca->attributes().max_srq_wr))
     return EINVAL;
-  if (limit && *limit > new_max_wr) return EINVAL;
+  // The limit (new or armed already) must fit the SRQ.
+  if ((limit ? *limit : impl_->limit) > new_max_wr) return EINVAL;
   if (max_wr && new_max_wr != q.capacity()) {
     // The WQEs posted keep their order in the new ring.
     RecvQueue grown;
@@ -71,6 +73,14 @@ Errno Srq::modify(const uint32_t* max_wr, const uint32_t* limit) {
 Srq::State Srq::query() const {
   std::lock_guard lock(impl_->mutex);
   return State{impl_->queue.capacity(), impl_->queue.max_sge(), impl_->limit};
+}
+
+void Srq::Impl::give_back(const ReceiveWqeRef& wqe) {
+  std::lock_guard lock(mutex);
+  if (queue.full()) return;  // cannot happen: its slot was freed by the take
+  --queue.head;
+  queue.at(queue.head) = RecvWqe{wqe.wr_id, wqe.num_sge, wqe.length};
+  std::copy_n(wqe.sges, wqe.num_sge, queue.sges_at(queue.head));
 }
 
 bool Srq::Impl::take(ReceiveWqeRef& out, std::vector<Sge>& sges) {

@@ -25,6 +25,9 @@ struct Srq::Impl {
   // max_sge). false when none is posted. Fires the limit event when the
   // WQEs left drop below an armed limit, and disarms it.
   bool take(ReceiveWqeRef& out, std::vector<Sge>& sges);
+  // Puts a taken WQE back at the head, first to be taken again: a QP reset
+  // or destroyed in the middle of a message did not use it.
+  void give_back(const ReceiveWqeRef& wqe);
   uint32_t max_sge() const { return queue.max_sge(); }
 };
 

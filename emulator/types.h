@@ -36,6 +36,10 @@ enum Access : uint32_t {
 // A 128-bit GID in network byte order.
 using Gid = std::array<uint8_t, 16>;
 
+// The GID of a multicast group: ff00::/8, or an IPv4 multicast address
+// mapped into IPv6 (RoCE).
+bool is_multicast_gid(const Gid& gid);
+
 // Where a QP's packets go: the address vector of the IBTA.
 struct AddressVector {
   uint16_t dlid = 0;

@@ -343,8 +343,8 @@ void ShmRegistry::clear_slot_locked(uint32_t slot) {
     }
     entry.qpn_count = 0;
   }
-  for (RegistryMulticastAttachment& a : layout().multicast)
-    if (a.owner == slot + 1) a.owner = 0;
+  for (RegistryMulticastAttachment& entry : layout().multicast)
+    if (load_shared(entry.owner) == slot + 1) shared(entry.owner).store(0);
   unlink_segment(mailbox_segment_name(user_stem_, slot, generation));
   shared(entry.generation).store(0);  // free from here on
   shared(entry.pid).store(0);
@@ -441,11 +441,35 @@ bool ShmRegistry::is_alive(const ProcessRef& process) const {
 }
 
 // ---- multicast attachments
+//
+// The table is written by other processes: each entry is read once, into a
+// copy, and the copy is checked before anything uses it.
 
 namespace {
 
-bool same_gid(const uint8_t (&stored)[16], const Gid& gid) {
-  return std::equal(gid.begin(), gid.end(), stored);
+struct Attachment {
+  Gid gid{};
+  uint32_t qpn = 0;
+  uint32_t device = 0;
+  uint32_t owner = 0;  // slot + 1; 0: free
+  uint16_t lid = 0;
+};
+
+Attachment read_attachment(const RegistryMulticastAttachment& entry) {
+  Attachment a;
+  for (size_t i = 0; i < a.gid.size(); ++i) a.gid[i] = load_shared(entry.gid[i]);
+  a.qpn = load_shared(entry.qpn);
+  a.device = load_shared(entry.device);
+  a.owner = load_shared(entry.owner);
+  a.lid = load_shared(entry.lid);
+  if (a.device >= kMaxRegistryDevices || a.qpn < kFirstAllocatableQpn || a.qpn >= kQpnTableSize)
+    a.owner = 0;  // no correct process wrote this: treated as free
+  return a;
+}
+
+bool same_member(const Attachment& a, uint32_t device, const Gid& gid, uint16_t lid,
+                 uint32_t qpn) {
+  return a.device == device && a.qpn == qpn && a.lid == lid && a.gid == gid;
 }
 
 }  // namespace
@@ -457,19 +481,27 @@ Errno ShmRegistry::attach_multicast(uint32_t device_index, const Gid& gid, uint1
   if (lock.error() != 0) return lock.error();
   reclaim_dead_slots_locked();
   RegistryMulticastAttachment* free_entry = nullptr;
-  for (RegistryMulticastAttachment& a : layout().multicast) {
+  uint32_t group_members = 0;
+  std::vector<Gid> groups;  // distinct groups with members
+  for (RegistryMulticastAttachment& entry : layout().multicast) {
+    const Attachment a = read_attachment(entry);
     if (a.owner == 0) {
-      if (!free_entry) free_entry = &a;
-    } else if (a.device == device_index && a.qpn == qpn && same_gid(a.gid, gid)) {
-      return 0;  // attached already
+      if (!free_entry) free_entry = &entry;
+      continue;
     }
+    if (same_member(a, device_index, gid, lid, qpn)) return 0;  // attached already
+    if (a.gid == gid) ++group_members;
+    if (std::find(groups.begin(), groups.end(), a.gid) == groups.end()) groups.push_back(a.gid);
   }
-  if (!free_entry) return ENOMEM;
+  const bool new_group = std::find(groups.begin(), groups.end(), gid) == groups.end();
+  if (!free_entry || group_members >= kMaxMulticastQpsPerGroup ||
+      (new_group && groups.size() >= kMaxMulticastGroups))
+    return ENOMEM;
   std::copy(gid.begin(), gid.end(), free_entry->gid);
   free_entry->qpn = qpn;
   free_entry->device = static_cast<uint8_t>(device_index);
   free_entry->lid = lid;
-  free_entry->owner = static_cast<uint8_t>(self_.slot + 1);
+  shared(free_entry->owner).store(static_cast<uint8_t>(self_.slot + 1));  // last
   return 0;
 }
 
@@ -478,10 +510,10 @@ Errno ShmRegistry::detach_multicast(uint32_t device_index, const Gid& gid, uint1
   if (device_index >= kMaxRegistryDevices || self_.generation == 0) return EINVAL;
   Lock lock(layout().mutex);
   if (lock.error() != 0) return lock.error();
-  for (RegistryMulticastAttachment& a : layout().multicast) {
-    if (a.owner == self_.slot + 1 && a.device == device_index && a.qpn == qpn &&
-        a.lid == lid && same_gid(a.gid, gid)) {
-      a.owner = 0;
+  for (RegistryMulticastAttachment& entry : layout().multicast) {
+    const Attachment a = read_attachment(entry);
+    if (a.owner == self_.slot + 1 && same_member(a, device_index, gid, lid, qpn)) {
+      shared(entry.owner).store(0);
       return 0;
     }
   }
@@ -493,9 +525,10 @@ Errno ShmRegistry::multicast_members(const Gid* gid, uint16_t lid,
   out.clear();
   Lock lock(layout().mutex);
   if (lock.error() != 0) return lock.error();
-  for (const RegistryMulticastAttachment& a : layout().multicast) {
-    if (a.owner == 0 || a.owner > kMaxProcessSlots || a.device >= kMaxRegistryDevices) continue;
-    if (gid ? !same_gid(a.gid, *gid) : a.lid != lid) continue;
+  for (const RegistryMulticastAttachment& entry : layout().multicast) {
+    const Attachment a = read_attachment(entry);
+    if (a.owner == 0) continue;
+    if (gid ? a.gid != *gid : a.lid != lid) continue;
     out.push_back(MulticastMember{a.device, a.qpn, a.owner - 1u});
   }
   return 0;

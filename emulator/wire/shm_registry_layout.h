@@ -24,8 +24,12 @@ inline constexpr uint32_t kMaxRegistryDevices = 16;
 inline constexpr uint32_t kQpnTableSize = 1u << 17;
 inline constexpr uint32_t kFirstAllocatableQpn = 2;
 
-// Multicast attachments (QP, group) of every process, all devices together.
+// Multicast attachments (QP, group) of every process, all devices together,
+// and the limits the devices advertise (max_mcast_grp, max_mcast_qp_attach).
 inline constexpr uint32_t kMaxMulticastAttachments = 1024;
+inline constexpr uint32_t kMaxMulticastGroups = 64;
+inline constexpr uint32_t kMaxMulticastQpsPerGroup = 16;
+static_assert(kMaxMulticastGroups * kMaxMulticastQpsPerGroup == kMaxMulticastAttachments);
 
 inline constexpr uint64_t kRegistryMagic = 0x67722d76667373ull;  // "ssfv-rg"
 // 2: one byte per QPN owner, 255 process slots, memory reserved at creation.
