@@ -6,6 +6,8 @@
 # Exit 77 (skipped) when this kernel lets no namespace be made here.
 #
 # Usage: device_files_test.sh PATH/TO/softverbs
+#   DEVICE_FILES_SKIP_UCX=1 leaves out the ucx_info check (UCX's own memory
+#   hooks do not run under ThreadSanitizer).
 set -uo pipefail
 
 cli=${1:?usage: device_files_test.sh PATH/TO/softverbs}
@@ -66,7 +68,9 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   fi
 fi
 
-if command -v ucx_info >/dev/null; then
+if [[ ${DEVICE_FILES_SKIP_UCX:-0} == 1 ]]; then
+  echo "note: UCX not checked (DEVICE_FILES_SKIP_UCX=1)"
+elif command -v ucx_info >/dev/null; then
   ucx=$("$cli" run --device-files -- ucx_info -d 2>&1)
   checks=$((checks + 1))
   grep -q "Memory domain: softverbs0" <<<"$ucx" || fail "ucx_info -d lists no softverbs0 memory domain"
