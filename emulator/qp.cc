@@ -151,10 +151,9 @@ void QpImpl::note_send_queue_drained() {
   raise(AsyncEventType::kSqDrained);
 }
 
-Errno QpImpl::resolve_datagram(const SendRequest& wr, uint64_t length,
-                               DatagramDestination& out) const {
-  // A message above the MTU is accepted: it is dropped when sent (below).
-  (void)length;
+Errno QpImpl::resolve_datagram(const SendRequest& wr, DatagramDestination& out) const {
+  // Any length is accepted: one above the MTU is dropped when sent
+  // (Requester::send_datagram).
   if (!wr.ah) return EINVAL;
   out.av = wr.ah->av();
   out.device_index = wr.ah->device_index();
@@ -179,13 +178,13 @@ Errno QpImpl::check_send(const SendRequest& wr, uint64_t& length) const {
   }
   if (length > kMaxMsgSize) return EINVAL;
   DatagramDestination ud;
-  return type == QpType::kUd ? resolve_datagram(wr, length, ud) : 0;
+  return type == QpType::kUd ? resolve_datagram(wr, ud) : 0;
 }
 
 void QpImpl::enqueue_send(const SendRequest& wr, uint64_t length) {
   SendWqe& w = sq.at(sq.tail);
   w = SendWqe{};
-  if (type == QpType::kUd) resolve_datagram(wr, length, w.ud);  // checked already
+  if (type == QpType::kUd) resolve_datagram(wr, w.ud);  // checked already
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.flags = wr.flags;

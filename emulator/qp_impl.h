@@ -80,8 +80,8 @@ struct QpImpl {
   Errno post_send(const SendRequest& wr);
   Errno post_send_batch(std::span<const SendRequest> wrs, size_t& refused);
   Errno post_recv(const RecvRequest& wr);
-  // UD: checks a WR's address handle and length, and copies where it goes.
-  Errno resolve_datagram(const SendRequest& wr, uint64_t length, DatagramDestination& out) const;
+  // UD: checks a WR's address handle and copies where it goes.
+  Errno resolve_datagram(const SendRequest& wr, DatagramDestination& out) const;
   void enter_error();             // to ERR: flush both queues
   void enter_send_queue_error();  // to SQE (UC): flush the send queue only
   void reset();                   // to RESET: forget everything
