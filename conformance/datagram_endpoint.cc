@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "harness/testsupport/completion_polling.h"
+
 namespace softverbs::conformance {
 
 using namespace testsupport;
@@ -136,13 +138,7 @@ int DatagramEndpoint::send(ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey
 
 std::vector<ibv_wc> DatagramEndpoint::poll(size_t count, std::chrono::milliseconds timeout) {
   std::vector<ibv_wc> out;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
-    ibv_wc wc[16];
-    const int n = ibv_poll_cq(cq_.get(), 16, wc);
-    if (n < 0) break;
-    out.insert(out.end(), wc, wc + n);
-  }
+  poll_completions(cq_.get(), count, out, timeout);  // a shortfall is the caller's to judge
   return out;
 }
 
