@@ -15,19 +15,6 @@
 namespace softverbs::provider {
 namespace {
 
-// Stack room for the SGEs and inline bytes of one WR. Raw bytes rather than
-// Sge[kMaxSge]: only the entries a WR uses get written, the rest is never
-// zeroed.
-class StackRoom {
- public:
-  SendWrRoom room() { return {sges(), inline_bytes_.data()}; }
-  Sge* sges() { return std::launder(reinterpret_cast<Sge*>(sge_storage_)); }
-
- private:
-  alignas(Sge) std::byte sge_storage_[sizeof(Sge) * kMaxSge];
-  std::array<uint8_t, kMaxInlineData> inline_bytes_;  // left uninitialised
-};
-
 Errno post_one_send(const ibv_qp& ibv, Qp& qp, const ibv_send_wr& wr) {
   StackRoom stack;
   SendRequest request;
