@@ -82,6 +82,12 @@ void Requester::run() {
   }
 }
 
+uint32_t Requester::packets_in_flight() const {
+  // Only RC is acknowledged: a UC message of any length goes out whole.
+  if (qp_.type != QpType::kRc) return 0;
+  return static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn()));
+}
+
 Requester::Step Requester::next_wqe() {
   SendQueue& sq = qp_.sq;
   while (sq.next != sq.tail && sq.at(sq.next).done) ++sq.next;  // failed while queued
@@ -91,9 +97,7 @@ Requester::Step Requester::next_wqe() {
 }
 
 Requester::Step Requester::check_limits() {
-  if (static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn())) >=
-      kMaxPacketsInFlight)
-    return Step::kStop;
+  if (packets_in_flight() >= kMaxPacketsInFlight) return Step::kStop;
   if (send_offset_ != 0 || wqe_->started) return Step::kStartWqe;
   // IBTA 10.8.3.3: a fenced WR waits for earlier READs and atomics.
   if ((wqe_->flags & kWrFence) && rd_atomic_outstanding_) return Step::kStop;
@@ -204,8 +208,7 @@ Requester::Step Requester::send_segment() {
 
 bool Requester::run_fits(const SendWqe& w) const {
   if (w.inline_len || w.length - send_offset_ < kRunMinBytes) return false;
-  const uint32_t in_flight =
-      static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn()));
+  const uint32_t in_flight = packets_in_flight();
   if (kMaxPacketsInFlight - in_flight < 2) return false;
   return qp_.engine->runs_allowed(WireAddress{qp_.peer_device_index, qp_.attr.dest_qp_num});
 }
@@ -215,8 +218,7 @@ Requester::Step Requester::send_run() {
   const uint64_t m = qp_.mtu();
   const uint64_t left = w.length - send_offset_;
   const uint32_t packets_left = static_cast<uint32_t>((left + m - 1) / m);
-  const uint32_t in_flight =
-      static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn()));
+  const uint32_t in_flight = packets_in_flight();
   const uint32_t packets = std::min(packets_left, kMaxPacketsInFlight - in_flight);
   const bool ends = packets == packets_left;
   RunFrame run;

@@ -68,6 +68,8 @@ class Requester {
   // The WQE's last packet went out: on to the next one.
   void finish_wqe();
   void advance_psn(uint32_t to);
+  // Packets sent and not yet acknowledged: what the send window limits.
+  uint32_t packets_in_flight() const;
 
   QpImpl& qp_;
   SendWqe* wqe_ = nullptr;      // the WQE the current run is on

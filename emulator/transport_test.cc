@@ -412,6 +412,29 @@ TEST_F(Transport, UcLostPacketDropsOnlyThatMessage) {
   EXPECT_EQ(count_opcode(Opcode::kRcAcknowledge), 0u) << "UC is never acknowledged";
 }
 
+// UC is never acknowledged, so nothing may hold a message back for want of
+// ACKs: one longer than the RC window goes out whole and completes.
+TEST_F(Transport, UcMessageLongerThanTheWindowCompletes) {
+  qp_type_ = QpType::kUc;
+  const size_t bytes = 300 << 10;  // 1200 packets at a 256-byte MTU
+  Endpoint a = make_endpoint(bytes), b = make_endpoint(bytes);
+  connect(a, b, 0, 0);
+  fill(a.buffer, 5);
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), static_cast<uint32_t>(bytes), a.mr->lkey()};
+  SendRequest wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.flags = kWrSignaled;
+  wr.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data());
+  wr.rkey = b.mr->rkey();
+  wr.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(wr), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  run_until_idle();
+  EXPECT_TRUE(a.buffer == b.buffer);
+}
+
 // Ping-pong under random loss: every message arrives exactly once, in order,
 // intact, and nothing but timeouts and NAKs is needed to recover.
 TEST_F(Transport, PingPongSurvivesRandomLoss) {
