@@ -1,8 +1,11 @@
 #include "emulator/device_config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include <string_view>
+
+#include "emulator/attributes.h"
 
 namespace softverbs {
 namespace {
@@ -24,41 +27,94 @@ struct Catalog {
   std::string error;
 };
 
+// Parses one SOFTVERBS_LINK_LAYER word.
+bool parse_link_layer(std::string_view word, LinkLayer& out) {
+  if (word == "ib") {
+    out = LinkLayer::kInfiniBand;
+    return true;
+  }
+  if (word == "eth") {
+    out = LinkLayer::kEthernet;
+    return true;
+  }
+  return false;
+}
+
+// SOFTVERBS_LINK_LAYER: one word for every device or a comma list, one per device.
+bool parse_link_layers(const char* text, std::vector<LinkLayer>& out, std::string& error) {
+  std::string_view rest(text);
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view word = rest.substr(0, comma);
+    LinkLayer link;
+    if (!parse_link_layer(word, link)) {
+      error = std::string("SOFTVERBS_LINK_LAYER='") + text +
+              "' is not 'ib', 'eth' or a comma list of them (one per device)";
+      return false;
+    }
+    out.push_back(link);
+    if (comma == std::string_view::npos) return true;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+bool parse_device_count(const char* text, uint32_t& count, std::string& error) {
+  char* end = nullptr;
+  unsigned long parsed = std::strtoul(text, &end, 10);
+  if (*end != '\0' || parsed > 16) {
+    error = std::string("SOFTVERBS_DEVICES='") + text + "' is not a device count from 0 to 16";
+    return false;
+  }
+  count = static_cast<uint32_t>(parsed);
+  return true;
+}
+
+// How many devices, and each one's link layer.
+bool read_layout(std::vector<LinkLayer>& links, std::string& error) {
+  const char* count_text = std::getenv("SOFTVERBS_DEVICES");
+  const bool count_given = count_text && *count_text;
+  uint32_t count = 1;
+  if (count_given && !parse_device_count(count_text, count, error)) return false;
+  std::vector<LinkLayer> listed;
+  const char* link_text = std::getenv("SOFTVERBS_LINK_LAYER");
+  if (link_text && *link_text && !parse_link_layers(link_text, listed, error)) return false;
+  if (listed.size() > 1) {
+    if (count_given && count != listed.size()) {
+      error = std::string("SOFTVERBS_LINK_LAYER='") + link_text + "' names " +
+              std::to_string(listed.size()) + " devices but SOFTVERBS_DEVICES=" + count_text +
+              "; give one link layer per device, or a single one for all";
+      return false;
+    }
+    links = listed;
+    return true;
+  }
+  links.assign(count, listed.empty() ? LinkLayer::kInfiniBand : listed.front());
+  return true;
+}
+
 Catalog build_catalog() {
   Catalog catalog;
-  uint32_t count = 1;
-  if (const char* env = std::getenv("SOFTVERBS_DEVICES"); env && *env) {
-    char* end = nullptr;
-    unsigned long parsed = std::strtoul(env, &end, 10);
-    if (*end != '\0' || parsed > 16) {
-      catalog.error = std::string("SOFTVERBS_DEVICES='") + env +
-                      "' is not a device count from 0 to 16";
-      return catalog;
-    }
-    count = static_cast<uint32_t>(parsed);
-  }
-  LinkLayer link = LinkLayer::kInfiniBand;
-  if (const char* env = std::getenv("SOFTVERBS_LINK_LAYER"); env && *env) {
-    if (std::strcmp(env, "ib") == 0) {
-      link = LinkLayer::kInfiniBand;
-    } else if (std::strcmp(env, "eth") == 0) {
-      // RoCEv2 needs the UDP wire, which is not built yet.
-      catalog.error = "SOFTVERBS_LINK_LAYER=eth is not supported yet; use 'ib'";
-      return catalog;
-    } else {
-      catalog.error = std::string("SOFTVERBS_LINK_LAYER='") + env +
-                      "' is neither 'ib' nor 'eth'";
-      return catalog;
-    }
-  }
-  for (uint32_t i = 0; i < count; ++i) {
+  std::vector<LinkLayer> links;
+  if (!read_layout(links, catalog.error)) return catalog;
+  std::vector<HostInterface> interfaces;
+  if (std::find(links.begin(), links.end(), LinkLayer::kEthernet) != links.end())
+    interfaces = host_interfaces();
+  uint32_t ethernet_ordinal = 0;
+  for (uint32_t i = 0; i < links.size(); ++i) {
     DeviceDescription d;
     d.name = "softverbs" + std::to_string(i);
     d.index = i;
     d.node_guid = kGuidPrefix | (i + 1);
-    d.link_layer = link;
-    d.lid = static_cast<uint16_t>(i + 1);
-    d.gids.push_back(link_local_gid(d.node_guid));
+    d.link_layer = links[i];
+    const Gid default_gid = link_local_gid(d.node_guid);
+    if (d.link_layer == LinkLayer::kEthernet) {
+      RocePort port = roce_port(ethernet_ordinal++, default_gid, interfaces, kGidTableLen);
+      d.gids = std::move(port.gids);
+      d.active_mtu = port.active_mtu;
+    } else {
+      d.lid = static_cast<uint16_t>(i + 1);
+      d.gids.push_back(GidEntry{default_gid, 0, {}});
+    }
     catalog.devices.push_back(std::move(d));
   }
   return catalog;
@@ -86,8 +142,8 @@ const DeviceDescription* find_device_by_lid(uint16_t lid) {
 
 const DeviceDescription* find_device_by_gid(const Gid& gid) {
   for (const auto& d : catalog().devices)
-    for (const auto& g : d.gids)
-      if (g == gid) return &d;
+    for (const auto& entry : d.gids)
+      if (entry.gid == gid) return &d;
   return nullptr;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "emulator/roce_port.h"
 #include "emulator/types.h"
 
 namespace softverbs {
@@ -18,11 +19,15 @@ struct DeviceDescription {
   uint64_t node_guid = 0; // host byte order
   LinkLayer link_layer = LinkLayer::kInfiniBand;
   uint16_t lid = 0;       // 0 on Ethernet
-  std::vector<Gid> gids;  // GID table of port 1
+  std::vector<GidEntry> gids;  // GID table of port 1
+  Mtu active_mtu = Mtu::k4096;  // the netdev's on Ethernet
 };
 
 // SOFTVERBS_DEVICES: number of devices (default 1) named softverbs0..N-1.
-// SOFTVERBS_LINK_LAYER: "ib" (default) or "eth".
+// SOFTVERBS_LINK_LAYER: "ib" (default) or "eth" for every device, or one of
+// them per device separated by commas ("ib,eth"); a list alone sets the
+// number of devices. Ethernet devices take their GIDs from the host's
+// interfaces (see roce_port.h).
 // Returns an empty list and sets `error` to a readable reason on bad values.
 std::vector<DeviceDescription> configured_devices(std::string* error = nullptr);
 

@@ -25,15 +25,6 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   return a;
 }
 
-PortAttributes make_port(const DeviceDescription& d) {
-  PortAttributes p;
-  p.link_layer = d.link_layer;
-  p.lid = d.lid;
-  p.sm_lid = 1;
-  p.gid_tbl_len = kGidTableLen;
-  return p;
-}
-
 bool valid_access(uint32_t access) {
   constexpr uint32_t all =
       kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
@@ -45,6 +36,18 @@ bool valid_access(uint32_t access) {
 }
 
 }  // namespace
+
+PortAttributes port_attributes_of(const DeviceDescription& d) {
+  PortAttributes p;
+  p.link_layer = d.link_layer;
+  p.lid = d.lid;
+  // A RoCE port has no subnet manager; its GIDs are the host's IP addresses.
+  p.sm_lid = d.link_layer == LinkLayer::kEthernet ? 0 : 1;
+  p.cap_ip_based_gids = d.link_layer == LinkLayer::kEthernet;
+  p.active_mtu = d.active_mtu;
+  p.gid_tbl_len = kGidTableLen;
+  return p;
+}
 
 // ---------------------------------------------------------------- Hca
 
@@ -80,7 +83,7 @@ std::unique_ptr<Hca> Hca::open_on(Engine& engine_ref, uint32_t index, Errno& err
   impl->engine = engine;
   impl->description = devices[index];
   impl->attributes = make_attributes(impl->description);
-  impl->port = make_port(impl->description);
+  impl->port = port_attributes_of(impl->description);
   err = 0;
   return std::unique_ptr<Hca>(new Hca(std::move(impl)));
 }
@@ -102,7 +105,7 @@ Errno Hca::query_gid(uint8_t port, uint32_t index, Gid& out) const {
   if (port != 1 || index >= kGidTableLen) return EINVAL;
   const auto& gids = impl_->description.gids;
   // Unpopulated entries of the table read as zero, as on an HCA.
-  out = index < gids.size() ? gids[index] : Gid{};
+  out = index < gids.size() ? gids[index].gid : Gid{};
   return 0;
 }
 

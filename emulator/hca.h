@@ -52,6 +52,9 @@ class AsyncEventSink {
   virtual void on_async_event(const AsyncEvent& event) = 0;
 };
 
+// What port 1 of a freshly opened device reports.
+PortAttributes port_attributes_of(const DeviceDescription& device);
+
 class Hca {
  public:
   // Opens device `index` of configured_devices(). Returns nullptr and sets

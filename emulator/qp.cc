@@ -39,6 +39,11 @@ Errno check_values(const QpImpl& qp, const QpAttributes& a, uint32_t mask) {
   if (mask & kQpAttrAv) {
     if (a.av.port_num != 0 && a.av.port_num != 1) return EINVAL;
     if (a.av.is_global && a.av.sgid_index >= port.gid_tbl_len) return EINVAL;
+    // RoCE routes by GID: an address vector without a GRH, or naming an empty
+    // source GID, is refused as the kernel's rdma_check_ah_attr does.
+    if (port.link_layer == LinkLayer::kEthernet &&
+        (!a.av.is_global || a.av.sgid_index >= qp.hca->description().gids.size()))
+      return EINVAL;
   }
   return 0;
 }
@@ -334,7 +339,7 @@ packet::Headers headers_to(const DeviceDescription& self_dev, const AddressVecto
     h.grh.traffic_class = av.traffic_class;
     h.grh.flow_label = av.flow_label;
     h.grh.hop_limit = av.hop_limit;
-    h.grh.sgid = av.sgid_index < self_dev.gids.size() ? self_dev.gids[av.sgid_index] : Gid{};
+    h.grh.sgid = av.sgid_index < self_dev.gids.size() ? self_dev.gids[av.sgid_index].gid : Gid{};
     h.grh.dgid = av.dgid;
   }
   h.bth.opcode = opcode;

@@ -39,7 +39,8 @@ Errno query_gid_entry(SoftContext& context, uint32_t port_num, uint32_t index,
   out.gid_index = index;
   out.port_num = port_num;
   out.gid_type = gid_type_of(context.device->description.link_layer);
-  out.ndev_ifindex = 0;  // no net device behind a soft port
+  const auto& gids = context.device->description.gids;
+  out.ndev_ifindex = index < gids.size() ? gids[index].ifindex : 0;
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "emulator/attributes.h"
+#include "emulator/hca.h"
 #include "provider/translate.h"
 
 namespace softverbs::provider {
@@ -100,9 +101,7 @@ Errno port_file(const DeviceDescription& device, std::string_view file,
                 std::string& content) {
   // What a freshly opened soft port reports; run-time changes (a port taken
   // down by fault injection) show in ibv_query_port, not here.
-  PortAttributes port;
-  port.lid = device.lid;
-  port.link_layer = device.link_layer;
+  const PortAttributes port = port_attributes_of(device);
   ibv_port_attr attr;
   to_ibv_port_attr(port, attr);
   const bool ethernet = device.link_layer == LinkLayer::kEthernet;
@@ -126,7 +125,7 @@ Errno port_file(const DeviceDescription& device, std::string_view file,
     content = format("%g Gb/sec (%dX %s)", width * speed.gbps, width, speed.name);
   } else if (indexed(file, "gids/", index)) {
     if (index >= port.gid_tbl_len) return ENOENT;
-    content = sysfs_gid(index < device.gids.size() ? device.gids[index] : Gid{});
+    content = sysfs_gid(index < device.gids.size() ? device.gids[index].gid : Gid{});
   } else if (indexed(file, "pkeys/", index)) {
     if (index >= port.pkey_tbl_len) return ENOENT;
     content = format("0x%04x", kDefaultPkey);
@@ -135,6 +134,11 @@ Errno port_file(const DeviceDescription& device, std::string_view file,
     // The kernel has no GID types on InfiniBand: reading fails with EINVAL.
     if (!ethernet) return EINVAL;
     content = "RoCE v2";
+  } else if (indexed(file, "gid_attrs/ndevs/", index)) {
+    if (index >= port.gid_tbl_len) return ENOENT;
+    // The kernel answers EINVAL for an entry without a net device.
+    if (!ethernet || index >= device.gids.size()) return EINVAL;
+    content = device.gids[index].netdev;
   } else {
     return ENOENT;
   }
@@ -181,6 +185,7 @@ std::vector<std::string> ibdev_sysfs_file_names(const DeviceDescription& device)
   for (uint32_t i = 0; i < port.gid_tbl_len; ++i) {
     names.push_back("ports/1/gids/" + std::to_string(i));
     names.push_back("ports/1/gid_attrs/types/" + std::to_string(i));
+    names.push_back("ports/1/gid_attrs/ndevs/" + std::to_string(i));
   }
   for (uint32_t i = 0; i < port.pkey_tbl_len; ++i)
     names.push_back("ports/1/pkeys/" + std::to_string(i));

@@ -20,7 +20,7 @@ DeviceDescription ib_device() {
   gid[0] = 0xfe;
   gid[1] = 0x80;
   for (int i = 0; i < 8; ++i) gid[8 + i] = static_cast<uint8_t>(device.node_guid >> (56 - 8 * i));
-  device.gids.push_back(gid);
+  device.gids.push_back(GidEntry{gid, 0, {}});
   return device;
 }
 

@@ -71,7 +71,7 @@ int devices_command(std::span<char* const> args) {
   }
   std::printf("%-12s  %-19s  %-10s  %-6s  %s\n", "device", "node GUID", "link layer", "LID", "GID[0]");
   for (const DeviceDescription& device : devices) {
-    const std::string gid0 = device.gids.empty() ? "-" : format_gid(device.gids.front());
+    const std::string gid0 = device.gids.empty() ? "-" : format_gid(device.gids.front().gid);
     char lid[8];
     std::snprintf(lid, sizeof lid, "0x%04x", device.lid);
     std::printf("%-12s  %-19s  %-10s  %-6s  %s\n", device.name.c_str(),
