@@ -156,6 +156,15 @@ expect 2 "$err" "SOFTVERBS_DEVICES='many'" "bad SOFTVERBS_DEVICES"
 run_cli SOFTVERBS_LINK_LAYER=token-ring "$cli" devices
 expect 2 "$err" "SOFTVERBS_LINK_LAYER='token-ring'" "bad SOFTVERBS_LINK_LAYER"
 
+# One link layer per device: the list alone sets the count; a RoCE device
+# has no LID.
+run_cli SOFTVERBS_LINK_LAYER=ib,eth "$cli" devices
+expect 0 "$out" '^softverbs1 +[0-9a-f:]+ +Ethernet +0x0000 ' "SOFTVERBS_LINK_LAYER=ib,eth"
+expect 0 "$out" '^softverbs0 +[0-9a-f:]+ +InfiniBand +0x0001 ' "SOFTVERBS_LINK_LAYER=ib,eth"
+
+run_cli SOFTVERBS_DEVICES=3 SOFTVERBS_LINK_LAYER=ib,eth "$cli" devices
+expect 2 "$err" "one link layer per device" "a link layer list of the wrong length"
+
 # --- run: finding the library, LD_PRELOAD, exec ---------------------------
 # A stand-in for libsoftverbs.so that is a real shared object, so ld.so loads
 # it without complaint: a copy of the C math library the CLI itself uses.

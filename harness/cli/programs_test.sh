@@ -127,6 +127,17 @@ ucx ucx_rc_verbs_put_bw rc_verbs put_bw
 ucx ucx_ud_verbs_am_lat ud_verbs am_lat
 ucx ucx_ud_verbs_am_bw ud_verbs am_bw
 
+# A RoCE device, with the flag programs need there: which GID to use.
+export SOFTVERBS_LINK_LAYER=eth
+pair roce_rc_pingpong_gid1 ibv_rc_pingpong -d softverbs0 -p @PORT@ -g 1 -n 200
+pair roce_ud_pingpong_gid1 ibv_ud_pingpong -d softverbs0 -p @PORT@ -g 1 -n 200 -c
+perftest roce_ib_send_lat ib_send_lat -x 1 -s 8 -n 2000
+perftest roce_ib_write_bw ib_write_bw -x 1 -s 65536 -n 1000
+perftest roce_ib_read_lat ib_read_lat -x 1 -s 8 -n 1000
+perftest roce_ib_send_bw_ud ib_send_bw -x 1 -c UD -s 1024 -n 2000
+ucx ucx_roce_rc_verbs_am_lat rc_verbs am_lat
+unset SOFTVERBS_LINK_LAYER
+
 echo
 echo "$passed passed, ${#failed[@]} failed"
 ((${#failed[@]} == 0)) || { printf 'failed: %s\n' "${failed[@]}"; exit 1; }
