@@ -99,7 +99,6 @@ Catalog build_catalog() {
   std::vector<HostInterface> interfaces;
   if (std::find(links.begin(), links.end(), LinkLayer::kEthernet) != links.end())
     interfaces = host_interfaces();
-  uint32_t ethernet_ordinal = 0;
   for (uint32_t i = 0; i < links.size(); ++i) {
     DeviceDescription d;
     d.name = "softverbs" + std::to_string(i);
@@ -108,7 +107,7 @@ Catalog build_catalog() {
     d.link_layer = links[i];
     const Gid default_gid = link_local_gid(d.node_guid);
     if (d.link_layer == LinkLayer::kEthernet) {
-      RocePort port = roce_port(ethernet_ordinal++, default_gid, interfaces, kGidTableLen);
+      RocePort port = roce_port(i, default_gid, interfaces, kGidTableLen);
       d.gids = std::move(port.gids);
       d.active_mtu = port.active_mtu;
     } else {

@@ -48,12 +48,12 @@ RocePort host_port(const Gid& default_gid, const std::vector<HostInterface>& int
   return port;
 }
 
-RocePort loopback_alias_port(uint32_t ordinal, const Gid& default_gid,
+RocePort loopback_alias_port(uint32_t index, const Gid& default_gid,
                              const std::vector<HostInterface>& interfaces) {
   const HostInterface* loopback = loopback_of(interfaces);
   RocePort port;
   port.gids.push_back(entry(default_gid, loopback));
-  const uint32_t alias = (127u << 24) | (ordinal + 1);  // 127.0.0.(k+1)
+  const uint32_t alias = (127u << 24) | (index + 1);  // 127.0.0.(index+1)
   port.gids.push_back(entry(ipv4_mapped_gid(htonl(alias)), loopback));
   if (loopback && loopback->mtu != 0) port.active_mtu = roce_mtu(loopback->mtu);
   return port;
@@ -68,10 +68,10 @@ Mtu roce_mtu(uint32_t netdev_mtu) {
   return Mtu::k256;
 }
 
-RocePort roce_port(uint32_t ordinal, const Gid& default_gid,
+RocePort roce_port(uint32_t index, const Gid& default_gid,
                    const std::vector<HostInterface>& interfaces, size_t table_length) {
-  if (ordinal == 0) return host_port(default_gid, interfaces, table_length);
-  return loopback_alias_port(ordinal, default_gid, interfaces);
+  if (index == 0) return host_port(default_gid, interfaces, table_length);
+  return loopback_alias_port(index, default_gid, interfaces);
 }
 
 }  // namespace softverbs

@@ -26,12 +26,13 @@ struct RocePort {
 // `netdev_mtu` bytes (the kernel's rule for RoCE ports).
 Mtu roce_mtu(uint32_t netdev_mtu);
 
-// The port of the `ordinal`-th Ethernet soft device. Ordinal 0 holds every
-// address of the host (so any local IP reaches it, loopback included) and
-// runs at the smallest MTU among those interfaces; ordinal k > 0 holds
-// 127.0.0.(k+1) on the loopback interface. Index 0 is always
-// `default_gid`, the link-local GID made from the node GUID.
-RocePort roce_port(uint32_t ordinal, const Gid& default_gid,
+// The port of softverbs<index> on Ethernet. Every soft device owns IP
+// addresses (the connection manager resolves them to it): softverbs0 every
+// address of the host, loopback included, and softverbsN (N > 0)
+// 127.0.0.(N+1) on the loopback interface. On Ethernet these are its GIDs,
+// after index 0, `default_gid`, the link-local GID made from the node GUID;
+// the port runs at the smallest MTU among those interfaces.
+RocePort roce_port(uint32_t index, const Gid& default_gid,
                    const std::vector<HostInterface>& interfaces, size_t table_length);
 
 }  // namespace softverbs

@@ -35,7 +35,7 @@ TEST(RoceMtu, TheLargestIbMtuWhosePacketFitsTheFrame) {
   EXPECT_EQ(roce_mtu(0), Mtu::k256);
 }
 
-TEST(RocePort, TheFirstDeviceHoldsEveryHostAddressAfterItsDefaultGid) {
+TEST(RocePort, Softverbs0HoldsEveryHostAddressAfterItsDefaultGid) {
   const Gid default_gid = v6("fe80::253:56ff:fe00:1");
   RocePort port = roce_port(0, default_gid, two_interfaces(), 16);
   ASSERT_EQ(port.gids.size(), 5u);
