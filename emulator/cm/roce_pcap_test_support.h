@@ -38,6 +38,7 @@ inline std::vector<uint8_t> bth_deth_mad(std::span<const uint8_t, kMadBytes> mad
   h.deth = {.qkey = kGsiQkey, .src_qp = 1};
   std::vector<uint8_t> frame(packet::kMaxFrameBytes);
   frame.resize(packet::encode_ib(h, mad, frame));
+  if (frame.empty()) return {};
   return {frame.begin() + packet::kLrhBytes, frame.end() - packet::kIcrcBytes};
 }
 
