@@ -20,6 +20,8 @@ packages=(
   qperf
   # the bench's reference (fi_pingpong over libfabric's shm provider) and its plots
   libfabric-bin gnuplot-nox
+  # tshark decodes the CM messages' bytes as Wireshark would, in their tests
+  tshark
   # the libFuzzer build of the packet parser
   clang libclang-rt-14-dev
   # the scripts: timeout (coreutils), awk, ps/pgrep (procps), ss/ip (iproute2)
