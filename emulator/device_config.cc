@@ -78,6 +78,10 @@ bool read_layout(std::vector<LinkLayer>& links, std::string& error) {
   std::vector<LinkLayer> listed;
   const char* link_text = std::getenv("SOFTVERBS_LINK_LAYER");
   if (link_text && *link_text && !parse_link_layers(link_text, listed, error)) return false;
+  if (listed.size() > 16) {
+    error = std::string("SOFTVERBS_LINK_LAYER='") + link_text + "' names more than 16 devices";
+    return false;
+  }
   if (listed.size() > 1) {
     if (count_given && count != listed.size()) {
       error = std::string("SOFTVERBS_LINK_LAYER='") + link_text + "' names " +
