@@ -157,6 +157,18 @@ class Transport : public ::testing::Test {
     }
     return false;
   }
+  // Posts one signaled RDMA WRITE of all of `from`'s buffer onto `to`'s.
+  Errno write_whole_buffer(Endpoint& from, Endpoint& to) {
+    Sge s{reinterpret_cast<uint64_t>(from.buffer.data()), static_cast<uint32_t>(from.buffer.size()),
+          from.mr->lkey()};
+    SendRequest wr;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.flags = kWrSignaled;
+    wr.remote_addr = reinterpret_cast<uint64_t>(to.buffer.data());
+    wr.rkey = to.mr->rkey();
+    wr.sges = {&s, 1};
+    return from.qp->post_send(wr);
+  }
   void run_until_idle() {
     for (int i = 0; i < 1000 && wire_->queued(); ++i) engine_->progress();
   }
