@@ -13,6 +13,9 @@ namespace {
 // A locally administered OUI-like prefix, so soft GUIDs never collide with a
 // vendor's real ones.
 constexpr uint64_t kGuidPrefix = 0x02'53'56'ff'fe'00'00'00ull;  // "SV"
+// Addresses a device can own: more than a GID table holds, for hosts with
+// many interfaces (the RoCE GID table keeps the first kGidTableLen).
+constexpr size_t kMaxOwnedAddresses = 256;
 
 Gid link_local_gid(uint64_t guid) {
   Gid gid{};
@@ -100,9 +103,7 @@ Catalog build_catalog() {
   Catalog catalog;
   std::vector<LinkLayer> links;
   if (!read_layout(links, catalog.error)) return catalog;
-  std::vector<HostInterface> interfaces;
-  if (std::find(links.begin(), links.end(), LinkLayer::kEthernet) != links.end())
-    interfaces = host_interfaces();
+  const std::vector<HostInterface> interfaces = host_interfaces();
   for (uint32_t i = 0; i < links.size(); ++i) {
     DeviceDescription d;
     d.name = "softverbs" + std::to_string(i);
@@ -110,8 +111,10 @@ Catalog build_catalog() {
     d.node_guid = kGuidPrefix | (i + 1);
     d.link_layer = links[i];
     const Gid default_gid = link_local_gid(d.node_guid);
+    RocePort port = roce_port(i, default_gid, interfaces, kMaxOwnedAddresses);
+    for (size_t g = 1; g < port.gids.size(); ++g) d.addresses.push_back(port.gids[g].gid);
     if (d.link_layer == LinkLayer::kEthernet) {
-      RocePort port = roce_port(i, default_gid, interfaces, kGidTableLen);
+      if (port.gids.size() > kGidTableLen) port.gids.resize(kGidTableLen);
       d.gids = std::move(port.gids);
       d.active_mtu = port.active_mtu;
     } else {
@@ -140,6 +143,13 @@ std::vector<DeviceDescription> configured_devices(std::string* error) {
 const DeviceDescription* find_device_by_lid(uint16_t lid) {
   for (const auto& d : catalog().devices)
     if (d.lid == lid && lid != 0) return &d;
+  return nullptr;
+}
+
+const DeviceDescription* find_device_by_address(const Gid& address) {
+  for (const auto& d : catalog().devices)
+    for (const Gid& owned : d.addresses)
+      if (owned == address) return &d;
   return nullptr;
 }
 

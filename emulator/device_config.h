@@ -21,6 +21,9 @@ struct DeviceDescription {
   uint16_t lid = 0;       // 0 on Ethernet
   std::vector<GidEntry> gids;  // GID table of port 1
   Mtu active_mtu = Mtu::k4096;  // the netdev's on Ethernet
+  // The IP addresses it owns (roce_port.h), whatever its link layer: the
+  // connection manager resolves them to it. On Ethernet also its GIDs.
+  std::vector<Gid> addresses;
 };
 
 // SOFTVERBS_DEVICES: number of devices (default 1) named softverbs0..N-1.
@@ -34,5 +37,7 @@ std::vector<DeviceDescription> configured_devices(std::string* error = nullptr);
 // Finds the local device that owns this LID or GID, or nullptr.
 const DeviceDescription* find_device_by_lid(uint16_t lid);
 const DeviceDescription* find_device_by_gid(const Gid& gid);
+// The device that owns this IP address (IPv6 or IPv4-mapped), or nullptr.
+const DeviceDescription* find_device_by_address(const Gid& address);
 
 }  // namespace softverbs

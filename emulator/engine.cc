@@ -44,6 +44,37 @@ class RegistryQpnSource final : public QpnSource {
   ShmRegistry& registry_;
 };
 
+class RegistryCmPortDirectory final : public CmPortDirectory {
+ public:
+  explicit RegistryCmPortDirectory(ShmRegistry& registry) : registry_(registry) {}
+  // The registry's handles start at 0; the directory's never do (0: none).
+  Errno bind(uint16_t port_space, const Gid& address, uint16_t& port, uint32_t agent_qpn,
+             uint32_t& handle) override {
+    uint32_t index = 0;
+    if (Errno err = registry_.bind_cm_port(port_space, address, port, agent_qpn, index))
+      return err;
+    handle = index + 1;
+    return 0;
+  }
+  Errno listen(uint32_t handle) override {
+    return handle ? registry_.listen_cm_port(handle - 1) : EINVAL;
+  }
+  void release(uint32_t handle) override {
+    if (handle) registry_.release_cm_port(handle - 1);
+  }
+  bool find_listener(uint16_t port_space, uint16_t port, const Gid& address,
+                     CmPortBinding& out) override {
+    ShmRegistry::CmBinding found;
+    if (!registry_.find_cm_listener(port_space, port, address, found)) return false;
+    out = CmPortBinding{found.port_space, found.port, found.address, found.agent_qpn,
+                        found.listening};
+    return true;
+  }
+
+ private:
+  ShmRegistry& registry_;
+};
+
 class RegistryMulticastDirectory final : public MulticastDirectory {
  public:
   explicit RegistryMulticastDirectory(ShmRegistry& registry) : registry_(registry) {}
@@ -139,12 +170,16 @@ Engine::Engine(Config config)
   runs_enabled_ = !(runs && std::string_view(runs) == "0");
   multicast_ = config.multicast ? std::move(config.multicast)
                                 : std::make_unique<LocalMulticastDirectory>();
+  cm_ports_ = config.cm_ports ? std::move(config.cm_ports)
+                              : std::make_unique<LocalCmPortDirectory>();
   fault_plan_changed();
   if (config.progress_thread)
     progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
 }
 
 Engine::~Engine() {
+  // Users with threads of their own on this engine stop them first.
+  for (auto it = teardown_hooks_.rbegin(); it != teardown_hooks_.rend(); ++it) (*it)();
   control_server_.reset();
   stopping_.store(true);
   if (progress_thread_.joinable()) {
@@ -178,6 +213,7 @@ Engine* Engine::process(Errno& err) {
   config.wire = std::move(injector);
   config.qpns = std::make_unique<RegistryQpnSource>(*registry);
   config.multicast = std::make_unique<RegistryMulticastDirectory>(*registry);
+  config.cm_ports = std::make_unique<RegistryCmPortDirectory>(*registry);
   config.keepalive = registry;
   g_process_engine = new Engine(std::move(config));
   g_process_engine->start_control_server();

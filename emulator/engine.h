@@ -23,6 +23,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,7 @@
 #include <unordered_set>
 
 #include "emulator/clock.h"
+#include "emulator/cm_port_directory.h"
 #include "emulator/multicast_directory.h"
 #include "emulator/packet/codec.h"
 #include "emulator/timer_queue.h"
@@ -84,6 +86,8 @@ class Engine {
     std::unique_ptr<QpnSource> qpns;
     // Multicast group members; null: this process's only.
     std::unique_ptr<MulticastDirectory> multicast;
+    // The connection manager's port bindings; null: this process's only.
+    std::unique_ptr<CmPortDirectory> cm_ports;
     const Clock* clock = nullptr;
     bool progress_thread = true;
     // Kept alive as long as the engine (e.g. the shm registry behind qpns).
@@ -151,6 +155,14 @@ class Engine {
   void detach_all_multicast(QpImpl& qp);
   // Where the copies of a datagram to a group go (one per member process).
   void multicast_routes(const Gid* gid, uint16_t lid, std::vector<MulticastRoute>& out);
+
+  // Runs `hook` first thing when the engine is destroyed (the process
+  // engine: at exit), last added first: for a user of the engine that runs
+  // a thread of its own on it. Not thread-safe: call at set-up.
+  void add_teardown_hook(std::function<void()> hook) { teardown_hooks_.push_back(std::move(hook)); }
+
+  // Who holds which connection-manager port, host-wide (cm_port_directory.h).
+  CmPortDirectory& cm_ports() { return *cm_ports_; }
 
   // The HCAs open in this process (for stats and port events).
   void add_hca(Hca* hca);
@@ -233,6 +245,8 @@ class Engine {
   };
   std::vector<LocalAttachment> local_multicast_;  // under intake_mutex_
   std::unique_ptr<MulticastDirectory> multicast_;
+  std::unique_ptr<CmPortDirectory> cm_ports_;
+  std::vector<std::function<void()>> teardown_hooks_;
   std::vector<TimerQueue::Key> due_timers_;  // scratch of run_due_timers
   std::array<uint8_t, packet::kMaxFrameBytes> intake_frame_{};  // the frame being served
   TimerQueue timers_;

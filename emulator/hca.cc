@@ -44,6 +44,8 @@ PortAttributes port_attributes_of(const DeviceDescription& d) {
   // A RoCE port has no subnet manager; its GIDs are the host's IP addresses.
   p.sm_lid = d.link_layer == LinkLayer::kEthernet ? 0 : 1;
   p.cap_ip_based_gids = d.link_layer == LinkLayer::kEthernet;
+  // The connection manager (emulator/cm) serves every soft port.
+  p.cap_cm_supported = true;
   p.active_mtu = d.active_mtu;
   p.gid_tbl_len = kGidTableLen;
   return p;
@@ -189,6 +191,11 @@ std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errn
 
 // ---------------------------------------------------------------- Qp
 
+namespace {
+// The size of a scatter/gather element in a send WQE (address, length, key).
+constexpr uint32_t kSgeBytes = 16;
+}  // namespace
+
 std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   const DeviceAttributes& a = impl_->attributes;
   QpCapabilities& c = init.cap;
@@ -212,6 +219,12 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   c.max_recv_wr = std::max(c.max_recv_wr, 1u);
   c.max_send_sge = std::max(c.max_send_sge, 1u);
   c.max_recv_sge = std::max(c.max_recv_sge, 1u);
+  // A send WQE holds its SGEs or its inline data in the same room, so the
+  // inline data may fill what the SGEs would: 16 bytes each (rxe and mlx5
+  // grant this too, and programs such as rdma_xclient inline 16 bytes on a
+  // QP that asked for none).
+  c.max_inline_data = std::min(std::max(c.max_inline_data, c.max_send_sge * kSgeBytes),
+                               a.max_inline_data);
   if (init.srq) c.max_recv_wr = c.max_recv_sge = 0;  // the SRQ's count instead
   impl->srq = init.srq;
   if (init.srq) impl->responder.use_srq(init.srq->impl().max_sge());

@@ -77,6 +77,13 @@ $(awk '$1 ~ /^IBVERBS_PRIVATE_/ { print $1 }' "$symbols" | sort -u)"
   echo "  global:"
   echo "    softverbs_control;"
   echo "};"
+  # The libc calls librdmacm makes on the rdma_cm device file
+  # (provider/rdmacm/cm_file_calls.cc), under the version nodes libc gives
+  # them: a reference bound to open@GLIBC_2.2.5 only meets a definition of
+  # that version.
+  echo "GLIBC_2.2.5 { global: open; open64; write; close; };"
+  echo "GLIBC_2.4 { global: openat; openat64; };"
+  echo "GLIBC_2.33 { global: fstat; fstat64; };"
 } > "$map"
 
 shim_map=$out_dir/ibverbs_shim.map.tmp

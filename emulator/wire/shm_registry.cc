@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <sys/file.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 
 #include "emulator/wire/process_identity.h"
 #include "emulator/wire/shm_names.h"
+#include "emulator/wire/shm_registry_access.h"
 #include "emulator/wire/shm_space.h"
 
 namespace softverbs {
@@ -27,18 +27,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kAttachDeadline = std::chrono::seconds(10);
 constexpr auto kSuspectCreatorAfter = std::chrono::milliseconds(200);
 constexpr auto kAttachPollInterval = std::chrono::milliseconds(1);
-// Far longer than any holder keeps the registry mutex.
-constexpr time_t kLockDeadlineSeconds = 10;
-
-template <typename T>
-std::atomic_ref<T> shared(T& field) {
-  return std::atomic_ref<T>(field);
-}
-
-template <typename T>
-T load_shared(const T& field) {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_seq_cst);
-}
 
 Errno flock_retrying(int fd, int operation) {
   while (flock(fd, operation) != 0) {
@@ -141,35 +129,6 @@ void remove_stray_mailboxes(const std::string& user_stem) {
 }
 
 }  // namespace
-
-// The registry mutex, robust: if a process died holding it, the next locker
-// gets it (EOWNERDEAD) and marks it consistent; the update order described
-// in shm_registry_layout.h makes whatever the dead process left harmless.
-// The wait is bounded: a mutex word scribbled on by a broken peer makes
-// registry calls fail with ETIMEDOUT instead of hanging.
-class ShmRegistry::Lock {
- public:
-  explicit Lock(pthread_mutex_t& mutex) : mutex_(mutex) {
-    // timedlock (CLOCK_REALTIME) rather than clocklock: ThreadSanitizer
-    // knows only the former, and a clock step merely stretches the bound.
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += kLockDeadlineSeconds;
-    int rc = pthread_mutex_timedlock(&mutex_, &deadline);
-    if (rc == EOWNERDEAD) rc = pthread_mutex_consistent(&mutex_);
-    error_ = rc;
-  }
-  ~Lock() {
-    if (error_ == 0) pthread_mutex_unlock(&mutex_);
-  }
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
-  Errno error() const { return error_; }
-
- private:
-  pthread_mutex_t& mutex_;
-  Errno error_ = 0;
-};
 
 ShmRegistry::ShmRegistry(ShmSegment segment, struct stat identity, std::string user_stem)
     : segment_(std::move(segment)),
@@ -345,6 +304,8 @@ void ShmRegistry::clear_slot_locked(uint32_t slot) {
   }
   for (RegistryMulticastAttachment& entry : layout().multicast)
     if (load_shared(entry.owner) == slot + 1) shared(entry.owner).store(0);
+  for (RegistryCmBinding& binding : layout().cm_bindings)
+    if (load_shared(binding.owner) == slot + 1) shared(binding.owner).store(0);
   unlink_segment(mailbox_segment_name(user_stem_, slot, generation));
   shared(entry.generation).store(0);  // free from here on
   shared(entry.pid).store(0);

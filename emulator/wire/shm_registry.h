@@ -1,12 +1,15 @@
 // The host-wide registry of one user's softverbs processes: which process
 // slots are taken, and which process owns each QPN of each soft device, so
-// that QPNs are unique across processes as on one real HCA. It lives in the
-// shared-memory segment "/<prefix>-<euid>-registry" (mode 0600).
+// that QPNs are unique across processes as on one real HCA; which QPs are
+// in which multicast group; and which process holds which connection-manager
+// port. It lives in the shared-memory segment "/<prefix>-<euid>-registry"
+// (mode 0600).
 //
 // Processes come and go without telling anyone: a slot whose process has
 // died (its pid gone, or now another process's, told apart by start time)
-// is reclaimed, with its QPNs and its mailbox segment, by the next attach()
-// or allocate_qpn() of any process. The last process to detach removes the
+// is reclaimed, with everything it held and its mailbox segment, by the
+// next attach(), allocate_qpn(), attach_multicast() or bind_cm_port() of
+// any process. The last process to detach removes the
 // segment, so nothing stays in /dev/shm.
 //
 // Threads: every method may be called from any thread.
@@ -84,6 +87,47 @@ class ShmRegistry {
   };
   // The group's members; a group named by LID only (no GRH) matches on lid.
   Errno multicast_members(const Gid* gid, uint16_t lid, std::vector<MulticastMember>& out) const;
+
+  // Connection-manager port bindings (the RDMA CM's port spaces), every
+  // soft device together, as the kernel's are per network namespace: which
+  // process holds port P of port space S on address A, whether it listens
+  // there, and where its CM agent receives. A dead process's bindings go
+  // with its slot.
+  struct CmBinding {
+    uint16_t port_space = 0;  // RDMA_PS_* (0x0002 IPoIB, 0x0106 TCP, 0x0111 UDP, 0x013F IB)
+    uint16_t port = 0;        // host byte order
+    Gid address{};            // IPv6, or IPv4-mapped (::ffff:a.b.c.d); all zero: any address
+    uint32_t agent_qpn = 0;   // the owner's CM agent UD QPN (on device 0)
+    bool listening = false;
+    uint32_t slot = 0;        // owner's process slot (output of lookups)
+    uint64_t generation = 0;  // owner's slot generation (output of lookups)
+  };
+  // Ports handed out for port 0: the kernel's default ip_local_port_range.
+  static constexpr uint16_t kFirstEphemeralCmPort = 32768;
+  static constexpr uint16_t kLastEphemeralCmPort = 60999;
+  // Reserves (port_space, port, address) for this process and returns a
+  // handle for the calls below. The any address is all zero; ::ffff:0.0.0.0
+  // is taken for it too. port 0 picks a free ephemeral port (random start,
+  // then upwards, as the kernel does) and writes it back. A live process
+  // (this one included) holding that port of that space conflicts, as the
+  // kernel's cma_check_port decides: on the same address EADDRINUSE; when
+  // either address is the any address EADDRNOTAVAIL. Also EADDRNOTAVAIL
+  // when no ephemeral port is free, ENOMEM when the table is full, EINVAL
+  // when this registry holds no slot, ETIMEDOUT (the registry mutex stayed
+  // taken).
+  Errno bind_cm_port(uint16_t port_space, const Gid& address, uint16_t& port,
+                     uint32_t agent_qpn, uint32_t& handle);
+  // Marks the binding as listening (idempotent). EINVAL for a handle not
+  // ours, ETIMEDOUT as above.
+  Errno listen_cm_port(uint32_t handle);
+  // Frees a binding of this process; anything else is ignored.
+  void release_cm_port(uint32_t handle);
+  // The live listener for a connection to (port_space, port, address): one
+  // bound to exactly that address wins over one bound to the any address.
+  // false when there is none (or the registry mutex stayed taken). Makes
+  // syscalls to check liveness.
+  bool find_cm_listener(uint16_t port_space, uint16_t port, const Gid& address,
+                        CmBinding& out) const;
 
   // True while that process is attached and running.
   bool is_alive(const ProcessRef& process) const;

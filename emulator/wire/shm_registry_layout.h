@@ -5,8 +5,10 @@
 // Crash safety: a process may die (SIGKILL) anywhere, even holding the
 // mutex. Every update is ordered so that what it leaves behind is harmless:
 // a slot is marked used only after its fields are written and marked free
-// only after its QPNs are cleared; a QPN count is raised before the table
-// entry is set and lowered after it is cleared, so it never undercounts.
+// only after its QPNs, multicast attachments and CM bindings are cleared; a
+// table entry is marked used (its owner byte set) only after its other
+// fields are written; a QPN count is raised before the table entry is set
+// and lowered after it is cleared, so it never undercounts.
 #pragma once
 
 #include <pthread.h>
@@ -31,10 +33,14 @@ inline constexpr uint32_t kMaxMulticastGroups = 64;
 inline constexpr uint32_t kMaxMulticastQpsPerGroup = 16;
 static_assert(kMaxMulticastGroups * kMaxMulticastQpsPerGroup == kMaxMulticastAttachments);
 
+// Connection-manager port bindings of every process, all devices together.
+inline constexpr uint32_t kMaxCmBindings = 1024;
+
 inline constexpr uint64_t kRegistryMagic = 0x67722d76667373ull;  // "ssfv-rg"
 // 2: one byte per QPN owner, 255 process slots, memory reserved at creation.
 // 3: multicast attachments.
-inline constexpr uint32_t kRegistryVersion = 3;
+// 4: connection-manager port bindings.
+inline constexpr uint32_t kRegistryVersion = 4;
 
 // Fields read without the mutex are plain integers accessed through
 // std::atomic_ref: the segment starts as zeros, and zero is every field's
@@ -61,6 +67,18 @@ struct RegistryMulticastAttachment {
   uint16_t lid;
 };
 
+// One connection-manager port binding: (port space, port, address) held by
+// a process, and whether it listens. Written and read under the mutex; a
+// free entry has owner 0.
+struct RegistryCmBinding {
+  uint8_t address[16];  // IPv6 or IPv4-mapped; all zero: any address
+  uint32_t agent_qpn;   // the owner's CM agent (UD QP of device 0)
+  uint16_t port_space;  // RDMA_PS_*
+  uint16_t port;        // host byte order
+  uint8_t listening;
+  uint8_t owner;  // slot + 1
+};
+
 struct RegistryLayout {
   uint64_t magic;  // written last, with release, by the creator
   uint32_t version;
@@ -74,6 +92,7 @@ struct RegistryLayout {
   uint32_t next_qpn[kMaxRegistryDevices];  // round-robin cursors
   alignas(64) RegistryProcessSlot slots[kMaxProcessSlots];
   alignas(64) RegistryMulticastAttachment multicast[kMaxMulticastAttachments];
+  alignas(64) RegistryCmBinding cm_bindings[kMaxCmBindings];
   // Owner of each QPN: slot index + 1, or 0 when free. Written under the
   // mutex, read lock-free by the data path. Any value a byte can hold names
   // a slot in range or none.

@@ -1,0 +1,159 @@
+#include "emulator/cm/cm_agent.h"
+
+#include <chrono>
+
+#include "emulator/internal_thread.h"
+
+namespace softverbs::cm {
+namespace {
+
+constexpr uint32_t kQueueDepth = 256;
+// The agent never sleeps longer than this: a missed wakeup costs a second.
+constexpr uint64_t kLongestSleepNs = 1'000'000'000;
+
+}  // namespace
+
+uint64_t CmAgent::now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+CmAgent::CmAgent(Receiver receiver, Ticker ticker)
+    : receiver_(std::move(receiver)), ticker_(std::move(ticker)) {}
+
+std::unique_ptr<CmAgent> CmAgent::start(Engine& engine, Receiver receiver, Ticker ticker,
+                                        Errno& err) {
+  std::unique_ptr<CmAgent> agent(new CmAgent(std::move(receiver), std::move(ticker)));
+  if ((err = agent->open(engine))) return nullptr;
+  agent->thread_ = start_internal_thread([a = agent.get()] { a->run(); });
+  return agent;
+}
+
+Errno CmAgent::open(Engine& engine) {
+  Errno err = 0;
+  if (!(hca_ = Hca::open_on(engine, 0, err))) return err;
+  if (!(pd_ = hca_->alloc_pd(err))) return err;
+  if (!(cq_ = hca_->create_cq(2 * kQueueDepth, this, err))) return err;
+  Hca::QpInit init;
+  init.type = QpType::kUd;
+  init.send_cq = cq_.get();
+  init.recv_cq = cq_.get();
+  init.cap = {kQueueDepth, kReceiveSlots, 1, 1, kMadBytes};
+  init.sq_sig_all = true;
+  if (!(qp_ = hca_->create_qp(*pd_, init, err))) return err;
+  QpAttributes attr;
+  attr.state = QpState::kInit;
+  attr.pkey_index = 0;
+  attr.port_num = 1;
+  attr.qkey = kGsiQkey;
+  if ((err = qp_->modify(attr, kQpAttrState | kQpAttrPkeyIndex | kQpAttrPort | kQpAttrQkey)))
+    return err;
+  attr.state = QpState::kRtr;
+  if ((err = qp_->modify(attr, kQpAttrState))) return err;
+  attr.state = QpState::kRts;
+  attr.sq_psn = 0;
+  if ((err = qp_->modify(attr, kQpAttrState | kQpAttrSqPsn))) return err;
+
+  // Every agent is on softverbs0: one address handle reaches them all.
+  const DeviceDescription& device = hca_->description();
+  AddressVector av;
+  av.port_num = 1;
+  if (device.link_layer == LinkLayer::kEthernet) {
+    av.is_global = true;
+    av.dgid = device.gids.front().gid;
+    av.hop_limit = 64;
+  } else {
+    av.dlid = device.lid;
+  }
+  if (!(ah_ = hca_->create_ah(*pd_, av, err))) return err;
+
+  receive_buffers_.resize(size_t{kReceiveSlots} * kSlotBytes);
+  const auto base = reinterpret_cast<uint64_t>(receive_buffers_.data());
+  if (!(mr_ = hca_->register_mr(*pd_, base, receive_buffers_.size(), kAccessLocalWrite, err)))
+    return err;
+  for (uint32_t slot = 0; slot < kReceiveSlots; ++slot) post_receive(slot);
+  return cq_->arm(false);
+}
+
+CmAgent::~CmAgent() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wakeup_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  // Children before parents, as the HCA requires.
+  qp_.reset();
+  ah_.reset();
+  mr_.reset();
+  cq_.reset();
+  pd_.reset();
+}
+
+void CmAgent::post_receive(uint32_t slot) {
+  const Sge sge{reinterpret_cast<uint64_t>(receive_buffers_.data()) + uint64_t{slot} * kSlotBytes,
+                kSlotBytes, mr_->lkey()};
+  RecvRequest wr;
+  wr.wr_id = slot;
+  wr.sges = std::span<const Sge>(&sge, 1);
+  qp_->post_recv(wr);
+}
+
+Errno CmAgent::send(std::span<const uint8_t, kMadBytes> mad, uint32_t destination) {
+  SendRequest wr;
+  wr.opcode = WrOpcode::kSend;
+  wr.flags = kWrInline | kWrSignaled;
+  wr.inline_data = mad;
+  wr.ah = ah_.get();
+  wr.remote_qpn = destination;
+  wr.remote_qkey = kGsiQkey;
+  return qp_->post_send(wr);
+}
+
+void CmAgent::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    signalled_ = true;
+  }
+  wakeup_.notify_one();
+}
+
+void CmAgent::on_completion_event(Cq&) { wake(); }
+
+void CmAgent::serve_completions() {
+  Completion batch[16];
+  int n;
+  while ((n = cq_->poll(batch)) > 0) {
+    for (int i = 0; i < n; ++i) {
+      const Completion& c = batch[i];
+      if (c.opcode != WcOpcode::kRecv) continue;
+      const auto slot = static_cast<uint32_t>(c.wr_id);
+      if (c.status == WcStatus::kSuccess && c.byte_len > kGrhBytes) {
+        const uint8_t* bytes = receive_buffers_.data() + size_t{slot} * kSlotBytes + kGrhBytes;
+        receiver_(std::span<const uint8_t>(bytes, c.byte_len - kGrhBytes), c.src_qp);
+      }
+      post_receive(slot);
+    }
+  }
+}
+
+void CmAgent::run() {
+  while (true) {
+    serve_completions();
+    const uint64_t next = ticker_(now_ns());
+    cq_->arm(false);
+    serve_completions();  // what arrived before the arm raised no event
+    std::unique_lock lock(mutex_);
+    if (stopping_) return;
+    const uint64_t now = now_ns();
+    const uint64_t sleep_ns =
+        next == 0 ? kLongestSleepNs : (next > now ? std::min(next - now, kLongestSleepNs) : 0);
+    wakeup_.wait_for(lock, std::chrono::nanoseconds(sleep_ns),
+                     [&] { return signalled_ || stopping_; });
+    signalled_ = false;
+    if (stopping_) return;
+  }
+}
+
+}  // namespace softverbs::cm

@@ -1,0 +1,76 @@
+// The datagram endpoint of one process's connection manager: a UD QP on
+// softverbs0 that sends and receives CM MADs, and the thread that serves
+// it and the manager's timers. A process's CM messages all travel on it,
+// whichever device a connection uses (the messages name the connection's
+// own path), as QP1 carries a port's CM traffic on an HCA; the shared
+// registry tells a sender which QP a listening process's agent has.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "emulator/cm/mad_header.h"
+#include "emulator/hca.h"
+
+namespace softverbs::cm {
+
+// The well-known Q_Key of the general services QP (IBTA 13.4.5.1).
+inline constexpr uint32_t kGsiQkey = 0x80010000;
+
+class CmAgent final : public CompletionEventSink {
+ public:
+  // A MAD arrived: its bytes and its sender's QPN.
+  using Receiver = std::function<void(std::span<const uint8_t> mad, uint32_t source_qpn)>;
+  // The timers' turn: returns when to come back (steady clock ns, 0: never).
+  using Ticker = std::function<uint64_t(uint64_t now_ns)>;
+
+  static std::unique_ptr<CmAgent> start(Engine& engine, Receiver receiver, Ticker ticker,
+                                        Errno& err);
+  ~CmAgent() override;
+
+  uint32_t qpn() const { return qp_->qpn(); }
+  // Queues one MAD to the agent with QPN `destination`. ENOMEM when the
+  // send queue is full (the handshake's retransmission covers it).
+  Errno send(std::span<const uint8_t, kMadBytes> mad, uint32_t destination);
+  // The timers changed: run the ticker now.
+  void wake();
+
+  void on_completion_event(Cq& cq) override;
+
+  static uint64_t now_ns();
+
+ private:
+  CmAgent(Receiver receiver, Ticker ticker);
+  Errno open(Engine& engine);
+  void run();
+  void serve_completions();
+  void post_receive(uint32_t slot);
+
+  static constexpr uint32_t kReceiveSlots = 64;
+  static constexpr uint32_t kGrhBytes = 40;
+  static constexpr uint32_t kSlotBytes = kGrhBytes + kMadBytes;
+
+  Receiver receiver_;
+  Ticker ticker_;
+  std::unique_ptr<Hca> hca_;
+  std::unique_ptr<Pd> pd_;
+  std::unique_ptr<Cq> cq_;
+  std::unique_ptr<Qp> qp_;
+  std::unique_ptr<Ah> ah_;
+  std::unique_ptr<Mr> mr_;
+  std::vector<uint8_t> receive_buffers_;
+
+  std::mutex mutex_;
+  std::condition_variable wakeup_;
+  bool signalled_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace softverbs::cm

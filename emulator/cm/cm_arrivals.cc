@@ -1,0 +1,95 @@
+// What the agent hands the manager: each MAD that arrives, and the timers
+// (retransmission, reply timeouts, the end of timewait).
+#include <algorithm>
+#include <cerrno>
+
+#include "emulator/cm/cm_agent.h"
+#include "emulator/cm/cm_codec.h"
+#include "emulator/cm/cm_id.h"
+#include "emulator/cm/cm_timing.h"
+#include "emulator/cm/connection_manager.h"
+
+namespace softverbs::cm {
+
+// ---- Arrivals and timers
+
+void ConnectionManager::on_mad(const CmMad& mad, uint32_t source_qpn) {
+  std::lock_guard lock(mutex_);
+  std::visit(
+      [&](const auto& message) {
+        using T = std::decay_t<decltype(message)>;
+        if constexpr (std::is_same_v<T, ReqMessage>) {
+          on_req(mad, message, source_qpn);
+        } else if constexpr (std::is_same_v<T, RepMessage>) {
+          on_rep(mad, message, source_qpn);
+        } else if constexpr (std::is_same_v<T, RtuMessage>) {
+          on_rtu(message.remote_comm_id);
+        } else if constexpr (std::is_same_v<T, RejMessage>) {
+          on_rej(message);
+        } else if constexpr (std::is_same_v<T, DreqMessage>) {
+          if (!find_by_comm_id(message.remote_comm_id)) {
+            // The connection is gone here: say so, or the peer waits out
+            // its DREQ retries.
+            DrepMessage drep;
+            drep.remote_comm_id = message.local_comm_id;
+            send_to(CmMad{mad.transaction_id, 0, drep}, source_qpn);
+            return;
+          }
+          on_dreq(mad, message.remote_comm_id);
+        } else if constexpr (std::is_same_v<T, DrepMessage>) {
+          on_drep(message.remote_comm_id);
+        } else if constexpr (std::is_same_v<T, SidrReqMessage>) {
+          on_sidr_req(mad, message, source_qpn);
+        } else if constexpr (std::is_same_v<T, SidrRepMessage>) {
+          on_sidr_rep(message);
+        }
+        // MRA: softverbs agents answer in time and never send one; ignored.
+      },
+      mad.message);
+}
+
+void ConnectionManager::on_reply_timeout(Id& id) {
+  id.awaiting_reply = false;
+  id.deadline_ns = 0;
+  Event event;
+  event.status = -ETIMEDOUT;
+  if (id.cm == CmState::kDreqSent) {
+    id.state = IdState::kDisconnect;
+    enter_timewait(id);
+    event.type = EventType::kDisconnected;
+  } else {
+    id.cm = CmState::kIdle;
+    event.type = EventType::kUnreachable;
+    event.datagram = id.qp_type == QpType::kUd;
+  }
+  post(id, event);
+}
+
+uint64_t ConnectionManager::on_timer(uint64_t now_ns) {
+  std::lock_guard lock(mutex_);
+  uint64_t next = 0;
+  for (auto& [handle, owned] : ids_) {
+    Id& id = *owned;
+    if (id.deadline_ns != 0 && id.deadline_ns <= now_ns) {
+      if (id.cm == CmState::kTimewait) {
+        id.cm = CmState::kIdle;
+        id.deadline_ns = 0;
+        Event event;
+        event.type = EventType::kTimewaitExit;
+        post(id, event);
+      } else if (id.awaiting_reply && id.retries_left > 0) {
+        --id.retries_left;
+        resend_last(id);
+        id.deadline_ns = now_ns + id.timeout_ns;
+      } else if (id.awaiting_reply) {
+        on_reply_timeout(id);
+      } else {
+        id.deadline_ns = 0;
+      }
+    }
+    if (id.deadline_ns != 0 && (next == 0 || id.deadline_ns < next)) next = id.deadline_ns;
+  }
+  return next;
+}
+
+}  // namespace softverbs::cm

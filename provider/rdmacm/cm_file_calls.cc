@@ -1,0 +1,146 @@
+// The libc calls librdmacm makes on /dev/infiniband/rdma_cm, interposed so
+// the device file is served in the process (docs/rdmacm.md says why this
+// face and not librdmacm's own functions). Every other path and fd goes to
+// libc unchanged. The version script puts these names under libc's own
+// version nodes (GLIBC_2.2.5 ...), so that references bound to those
+// versions, as librdmacm's are, find them first.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+
+#include "provider/exports.h"
+#include "provider/rdmacm/cm_file.h"
+#include "provider/rdmacm/cm_file_table.h"
+
+namespace softverbs::provider {
+namespace {
+
+template <typename Function>
+Function* libc_function(const char* name) {
+  return reinterpret_cast<Function*>(::dlsym(RTLD_NEXT, name));
+}
+
+#define SOFTVERBS_LIBC(name)                                                 \
+  static auto* const real = libc_function<decltype(::name)>(#name);          \
+  if (!real) {                                                               \
+    errno = ENOSYS;                                                          \
+    return -1;                                                               \
+  }
+
+// Whether the rdma_cm device file is to be served here: SOFTVERBS_RDMA_CM=0
+// leaves it to the kernel (where one has it) for the whole process.
+bool serves_rdma_cm() {
+  static const bool serves = [] {
+    const char* value = ::getenv("SOFTVERBS_RDMA_CM");
+    return !(value && std::strcmp(value, "0") == 0);
+  }();
+  return serves;
+}
+
+bool is_rdma_cm_path(const char* path) {
+  return path && std::strcmp(path, kRdmaCmPath) == 0 && serves_rdma_cm();
+}
+
+mode_t mode_argument(int flags, va_list args) {
+  return (flags & (O_CREAT | O_TMPFILE)) ? static_cast<mode_t>(va_arg(args, int)) : 0;
+}
+
+// What fstat(2) says of the device file: a character device, as librdmacm
+// checks; the kernel's own numbers when it has one, so its check of them
+// holds too.
+void describe_cm_file(struct stat* out) {
+  std::memset(out, 0, sizeof *out);
+  struct stat real_device;
+  if (::stat(kRdmaCmPath, &real_device) == 0 && S_ISCHR(real_device.st_mode)) {
+    *out = real_device;
+    return;
+  }
+  out->st_mode = S_IFCHR | 0666;
+  out->st_rdev = makedev(10, 58);  // a misc device, as the kernel's is
+  out->st_nlink = 1;
+  out->st_blksize = 4096;
+}
+
+}  // namespace
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+
+SOFTVERBS_EXPORT int open(const char* path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = mode_argument(flags, args);
+  va_end(args);
+  if (is_rdma_cm_path(path)) return open_cm_file(flags);
+  SOFTVERBS_LIBC(open);
+  return real(path, flags, mode);
+}
+
+SOFTVERBS_EXPORT int open64(const char* path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = mode_argument(flags, args);
+  va_end(args);
+  if (is_rdma_cm_path(path)) return open_cm_file(flags);
+  SOFTVERBS_LIBC(open64);
+  return real(path, flags, mode);
+}
+
+SOFTVERBS_EXPORT int openat(int dir, const char* path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = mode_argument(flags, args);
+  va_end(args);
+  if (is_rdma_cm_path(path)) return open_cm_file(flags);
+  SOFTVERBS_LIBC(openat);
+  return real(dir, path, flags, mode);
+}
+
+SOFTVERBS_EXPORT int openat64(int dir, const char* path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = mode_argument(flags, args);
+  va_end(args);
+  if (is_rdma_cm_path(path)) return open_cm_file(flags);
+  SOFTVERBS_LIBC(openat64);
+  return real(dir, path, flags, mode);
+}
+
+SOFTVERBS_EXPORT int fstat(int fd, struct stat* out) {
+  if (find_cm_file(fd)) {
+    describe_cm_file(out);
+    return 0;
+  }
+  SOFTVERBS_LIBC(fstat);
+  return real(fd, out);
+}
+
+SOFTVERBS_EXPORT int fstat64(int fd, struct stat64* out) {
+  if (find_cm_file(fd)) {
+    struct stat described;
+    describe_cm_file(&described);
+    static_assert(sizeof(struct stat) == sizeof(struct stat64));
+    std::memcpy(out, &described, sizeof described);
+    return 0;
+  }
+  SOFTVERBS_LIBC(fstat64);
+  return real(fd, out);
+}
+
+SOFTVERBS_EXPORT ssize_t write(int fd, const void* buffer, size_t count) {
+  if (auto file = find_cm_file(fd)) return file->write_command(buffer, count);
+  SOFTVERBS_LIBC(write);
+  return real(fd, buffer, count);
+}
+
+SOFTVERBS_EXPORT int close(int fd) {
+  forget_cm_file(fd);
+  SOFTVERBS_LIBC(close);
+  return real(fd);
+}
