@@ -39,6 +39,10 @@ class RegistryQpnSource final : public QpnSource {
   void release(uint32_t device_index, uint32_t qpn) override {
     registry_.release_qpn(device_index, qpn);
   }
+  bool holder_alive(uint32_t device_index, uint32_t qpn) override {
+    ProcessRef owner;
+    return registry_.lookup_qpn(device_index, qpn, owner);
+  }
 
  private:
   ShmRegistry& registry_;

@@ -58,6 +58,9 @@ class QpnSource {
   virtual ~QpnSource() = default;
   virtual Errno allocate(uint32_t device_index, uint32_t& qpn) = 0;
   virtual void release(uint32_t device_index, uint32_t qpn) = 0;
+  // Whether the process that holds the QPN still runs (a dead process's
+  // QPNs stay held until its slot is reclaimed). Without processes: yes.
+  virtual bool holder_alive(uint32_t /*device_index*/, uint32_t /*qpn*/) { return true; }
 };
 
 struct EngineCounters {
@@ -160,6 +163,11 @@ class Engine {
   // engine: at exit), last added first: for a user of the engine that runs
   // a thread of its own on it. Not thread-safe: call at set-up.
   void add_teardown_hook(std::function<void()> hook) { teardown_hooks_.push_back(std::move(hook)); }
+
+  // Whether the process holding QPN `qpn` of a device still runs.
+  bool qpn_holder_alive(uint32_t device_index, uint32_t qpn) {
+    return qpns_->holder_alive(device_index, qpn);
+  }
 
   // Who holds which connection-manager port, host-wide (cm_port_directory.h).
   CmPortDirectory& cm_ports() { return *cm_ports_; }

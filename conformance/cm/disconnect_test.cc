@@ -132,6 +132,30 @@ TEST(CmDisconnect, DisconnectingSideWaitsForThePeersAnswer) {
   });
 }
 
+// Server: connected, then it waits to be killed.
+void server_killed(PeerLink& link) {
+  PassiveSide side;
+  ASSERT_NO_FATAL_FAILURE(serve_one_rc(side, link, 1));
+  ASSERT_TRUE(link.signal(kWatching));
+  link.wait_for(kClientDone);
+}
+
+// A peer process killed: its kernel tears its ids down (a DREQ), so the
+// survivor gets DISCONNECTED; a killed soft-device process sends nothing,
+// and softverbs' CM notices the dead process instead.
+TEST(CmDisconnect, AKilledPeerProcessDisconnects) {
+  run_in_fresh_process([] {
+    ForkedPeer server("server", server_killed);
+    ActiveSide side;
+    CmEvent established;
+    ASSERT_NO_FATAL_FAILURE(connect_rc(side, server.link(), 1, established));
+    ASSERT_TRUE(server.link().wait_for(kWatching));
+    server.kill_now();
+    ASSERT_NO_FATAL_FAILURE(expect_disconnected(side.channel.get(), side.id.get()));
+    ASSERT_EQ(0, rdma_disconnect(side.id.get())) << strerror(errno);
+  });
+}
+
 void server_destroying_connection(PeerLink& link) {
   PassiveSide side;
   ASSERT_NO_FATAL_FAILURE(serve_one_rc(side, link, 1));

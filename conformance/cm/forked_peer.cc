@@ -177,6 +177,14 @@ ForkedPeer::~ForkedPeer() {
   }
 }
 
+void ForkedPeer::kill_now() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
 ::testing::AssertionResult ForkedPeer::join(std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return ::testing::AssertionFailure() << "the " << role_ << " process never ran";
   const auto until = Clock::now() + timeout;

@@ -90,6 +90,8 @@ class ForkedPeer {
   // Waits, at most `timeout`, for the child to exit; then kills it. Succeeds
   // if it exited 0.
   ::testing::AssertionResult join(std::chrono::milliseconds timeout = kStepTimeout);
+  // Ends the child with SIGKILL, as a crash would, and reaps it.
+  void kill_now();
   // The exit status join() saw (77: the child skipped).
   int exit_code() const { return exit_code_; }
 

@@ -28,19 +28,6 @@ Errno ConnectionManager::connect_datagram(Id& id, const ConnectionParams& params
   id.path.service_id = rdma_ip_service_id(static_cast<RdmaPortSpace>(id.port_space),
                                           id.destination.port);
   id.state = IdState::kConnect;
-  CmPortBinding listener;
-  if (!ports_.find_listener(id.port_space, id.destination.port, id.destination.address,
-                            listener)) {
-    id.cm = CmState::kIdle;
-    Event event;
-    event.type = EventType::kUnreachable;
-    event.status = static_cast<int32_t>(SidrStatus::kUnsupportedServiceId);
-    event.datagram = true;
-    event.params.private_data.assign(SidrRepMessage::kPrivateDataBytes, 0);
-    post(id, event);
-    return 0;
-  }
-  id.remote_agent_qpn = listener.agent_qpn;
   id.transaction_id = (uint64_t{id.local_comm_id} << 32) | id.psn;
   SidrReqMessage req;
   req.request_id = id.local_comm_id;
@@ -49,10 +36,8 @@ Errno ConnectionManager::connect_datagram(Id& id, const ConnectionParams& params
   encode_cma_ip_header(cma_header_of(id), req.private_data);
   std::copy(params.private_data.begin(), params.private_data.end(),
             req.private_data.begin() + kCmaIpHeaderBytes);
-  id.cm = CmState::kReqSent;
-  send(id, CmMad{id.transaction_id, 0, req}, true);
   id.timeout_ns = time_code_ns(kSidrTimeoutCode);
-  id.deadline_ns = CmAgent::now_ns() + id.timeout_ns;
+  start_request(id, CmMad{id.transaction_id, 0, req});
   return 0;
 }
 

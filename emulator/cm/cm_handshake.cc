@@ -121,6 +121,7 @@ void ConnectionManager::send_to(const CmMad& mad, uint32_t destination_qpn) {
 void ConnectionManager::send_rej(uint32_t destination_qpn, uint32_t local_comm_id,
                                  uint32_t remote_comm_id, uint16_t reason,
                                  std::span<const uint8_t> private_data, uint8_t rejected) {
+  if (destination_qpn == 0) return;  // the request never left
   RejMessage rej;
   rej.local_comm_id = local_comm_id;
   rej.remote_comm_id = remote_comm_id;
@@ -153,19 +154,6 @@ Errno ConnectionManager::connect(uint32_t handle, const ConnectionParams& params
                                           id.destination.port);
   id.state = IdState::kConnect;
 
-  CmPortBinding listener;
-  if (!ports_.find_listener(id.port_space, id.destination.port, id.destination.address,
-                            listener)) {
-    // What the peer's CM would answer: nobody serves that service ID.
-    id.cm = CmState::kIdle;
-    Event event;
-    event.type = EventType::kRejected;
-    event.status = static_cast<int32_t>(RejectReason::kInvalidServiceId);
-    event.params.private_data.assign(RejMessage::kPrivateDataBytes, 0);
-    post(id, event);
-    return 0;
-  }
-  id.remote_agent_qpn = listener.agent_qpn;
   id.transaction_id = (uint64_t{id.local_comm_id} << 32) | id.psn;
 
   ReqMessage req;
@@ -193,9 +181,56 @@ Errno ConnectionManager::connect(uint32_t handle, const ConnectionParams& params
   std::copy(params.private_data.begin(), params.private_data.end(),
             req.private_data.begin() + kCmaIpHeaderBytes);
 
-  id.cm = CmState::kReqSent;
-  send(id, CmMad{id.transaction_id, 0, req}, true);
+  id.timeout_ns = reply_timeout_ns(id.path.packet_life_time);
+  start_request(id, CmMad{id.transaction_id, 0, req});
   return 0;
+}
+
+void ConnectionManager::start_request(Id& id, const CmMad& mad) {
+  if (!encode_cm_mad(mad, id.last_sent).ok()) return;  // our own values always fit
+  id.has_last_sent = true;
+  id.cm = CmState::kReqSent;
+  id.remote_agent_qpn = 0;
+  id.listener_lookups_left = kListenerLookups;
+  seek_listener(id);
+}
+
+void ConnectionManager::seek_listener(Id& id) {
+  CmPortBinding listener;
+  if (agent_ && ports_.find_listener(id.port_space, id.destination.port,
+                                     id.destination.address, listener)) {
+    id.remote_agent_qpn = listener.agent_qpn;
+    agent_->send(id.last_sent, id.remote_agent_qpn);
+    id.awaiting_reply = true;
+    id.retries_left = kMaxCmRetries;
+    id.deadline_ns = CmAgent::now_ns() + id.timeout_ns;
+    agent_->wake();
+    return;
+  }
+  // A REQ to a port nobody listens on is refused when it arrives, a few
+  // milliseconds on: a server that listens again meanwhile (perftest -R
+  // does, between its two connections) takes it, as on a fabric.
+  if (id.listener_lookups_left > 0 && agent_) {
+    --id.listener_lookups_left;
+    id.deadline_ns = CmAgent::now_ns() + kListenerLookupIntervalNs;
+    agent_->wake();
+    return;
+  }
+  // What the peer's CM answers: nobody serves that service ID.
+  id.cm = CmState::kIdle;
+  id.deadline_ns = 0;
+  Event event;
+  if (id.qp_type == QpType::kUd) {
+    event.type = EventType::kUnreachable;
+    event.status = static_cast<int32_t>(SidrStatus::kUnsupportedServiceId);
+    event.datagram = true;
+    event.params.private_data.assign(SidrRepMessage::kPrivateDataBytes, 0);
+  } else {
+    event.type = EventType::kRejected;
+    event.status = static_cast<int32_t>(RejectReason::kInvalidServiceId);
+    event.params.private_data.assign(RejMessage::kPrivateDataBytes, 0);
+  }
+  post(id, event);
 }
 
 Errno ConnectionManager::establish(uint32_t handle) {

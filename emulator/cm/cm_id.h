@@ -89,6 +89,8 @@ struct Id {
   uint64_t deadline_ns = 0;    // of the reply, or of timewait
   uint64_t timeout_ns = 0;
   uint32_t retries_left = 0;
+  // A request whose listener is not there yet looks again this many times.
+  uint32_t listener_lookups_left = 0;
 };
 
 // The RDMA CM's IP header of a request from this id (cm_handshake.cc).

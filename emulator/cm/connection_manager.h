@@ -136,6 +136,9 @@ class ConnectionManager {
   void send(Id& id, const CmMad& mad, bool await_reply);
   void resend_last(Id& id);
   void send_to(const CmMad& mad, uint32_t destination_qpn);
+  // A REQ or SIDR_REQ: kept, and sent once its listener is found.
+  void start_request(Id& id, const CmMad& mad);
+  void seek_listener(Id& id);
   void send_rej(uint32_t destination_qpn, uint32_t local_comm_id, uint32_t remote_comm_id,
                 uint16_t reason, std::span<const uint8_t> private_data, uint8_t rejected);
   void send_drep(Id& id);
@@ -161,6 +164,9 @@ class ConnectionManager {
                      std::span<const uint8_t> private_data);
   Id* find_by_remote(uint32_t remote_comm_id, uint32_t remote_agent_qpn);
   void on_reply_timeout(Id& id);
+  void on_deadline(Id& id, uint64_t now_ns);
+  static bool has_live_peer_to_watch(const Id& id);
+  void on_peer_gone(Id& id);
 
   Engine& engine_;
   CmPortDirectory& ports_;
@@ -169,6 +175,14 @@ class ConnectionManager {
   bool shut_down_ = false;
   uint32_t next_handle_ = 1;
   uint32_t comm_id_base_ = 0;  // random: comm IDs of two runs differ
+  // How often the processes at the far end of connections are checked for
+  // life: a killed one sends no DREQ, so its peers learn of it this way.
+  static constexpr uint64_t kPeerCheckIntervalNs = 250'000'000;
+  // A request with no listener is refused after 10 looks, 2 ms apart: about
+  // the round trip of a REQ and its REJ on a fabric.
+  static constexpr uint32_t kListenerLookups = 10;
+  static constexpr uint64_t kListenerLookupIntervalNs = 2'000'000;
+  uint64_t next_peer_check_ns_ = 0;
   std::map<uint32_t, std::unique_ptr<Id>> ids_;
 };
 

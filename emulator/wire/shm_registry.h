@@ -101,6 +101,7 @@ class ShmRegistry {
     bool listening = false;
     uint32_t slot = 0;        // owner's process slot (output of lookups)
     uint64_t generation = 0;  // owner's slot generation (output of lookups)
+    uint32_t pid = 0;         // owner's process (output of lookups)
   };
   // Ports handed out for port 0: the kernel's default ip_local_port_range.
   static constexpr uint16_t kFirstEphemeralCmPort = 32768;
@@ -128,6 +129,8 @@ class ShmRegistry {
   // syscalls to check liveness.
   bool find_cm_listener(uint16_t port_space, uint16_t port, const Gid& address,
                         CmBinding& out) const;
+  // Every listening binding of a live process (the CLI's `listeners`).
+  std::vector<CmBinding> cm_listeners() const;
 
   // True while that process is attached and running.
   bool is_alive(const ProcessRef& process) const;

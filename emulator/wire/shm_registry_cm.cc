@@ -42,6 +42,7 @@ bool read_binding(const RegistryLayout& layout, const RegistryCmBinding& entry, 
   out.slot = owner - 1;
   out.generation = load_shared(layout.slots[out.slot].generation);
   if (out.generation == 0) return false;
+  out.pid = load_shared(layout.slots[out.slot].pid);
   for (size_t i = 0; i < out.address.size(); ++i) out.address[i] = load_shared(entry.address[i]);
   out.address = normalized_address(out.address);
   out.agent_qpn = load_shared(entry.agent_qpn);
@@ -191,6 +192,22 @@ bool ShmRegistry::find_cm_listener(uint16_t port_space, uint16_t port, const Gid
     }
   }
   return false;
+}
+
+std::vector<ShmRegistry::CmBinding> ShmRegistry::cm_listeners() const {
+  std::vector<CmBinding> listening;
+  {
+    Lock lock(layout().mutex);
+    if (lock.error() != 0) return {};
+    for (const RegistryCmBinding& entry : layout().cm_bindings) {
+      CmBinding held;
+      if (read_binding(layout(), entry, held) && held.listening) listening.push_back(held);
+    }
+  }
+  std::erase_if(listening, [&](const CmBinding& b) {
+    return !is_alive(ProcessRef{b.slot, 0, b.generation});
+  });
+  return listening;
 }
 
 }  // namespace softverbs

@@ -119,6 +119,29 @@ expect 2 "$err" "SOFTVERBS_DEVICES='two'" "run --devices=not-a-number"
 run_cli "$cli" devices --all
 expect 2 "$err" "unexpected argument '--all'" "devices with an unknown argument"
 
+run_cli "$cli" listeners --all
+expect 2 "$err" "unexpected argument '--all'" "listeners with an unknown argument"
+
+run_cli "$cli" help listeners
+expect 0 "$out" '^usage: softverbs listeners' "help listeners"
+
+# --- listeners ---------------------------------------------------------------
+# A server of the test's own prefix listens; the table names its port.
+listen_prefix="svclilisten$$"
+SOFTVERBS_SHM_PREFIX=$listen_prefix timeout 20 "$cli" run -- rping -s -a 127.0.0.1 -p 7399 -C 1 \
+  >/dev/null 2>&1 &
+listener_pid=$!
+for _ in $(seq 1 100); do
+  run_cli SOFTVERBS_SHM_PREFIX=$listen_prefix "$cli" listeners
+  grep -q ':7399 ' "$out" && break
+  sleep 0.1
+done
+expect 0 "$out" '^space +address:port +pid' "listeners header"
+expect 0 "$out" '^tcp +\*:7399 +[0-9]+' "listeners shows rping's port (loopback binds as any)"
+kill "$listener_pid" 2>/dev/null
+wait "$listener_pid" 2>/dev/null
+rm -f "/dev/shm/$listen_prefix-"*
+
 # --- devices ---------------------------------------------------------------
 run_cli SOFTVERBS_DEVICES= "$cli" devices
 expect 0 "$out" '^device +node GUID +link layer +LID +GID\[0\]' "devices header"

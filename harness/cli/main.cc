@@ -7,6 +7,7 @@
 #include "harness/cli/control_command.h"
 #include "harness/cli/devices_command.h"
 #include "harness/cli/exit_codes.h"
+#include "harness/cli/listeners_command.h"
 #include "harness/cli/run_command.h"
 #include "harness/cli/usage.h"
 
@@ -25,11 +26,13 @@ int help_command(std::span<char* const> args) {
     print_run_usage(stdout);
   } else if (topic == "devices") {
     print_devices_usage(stdout);
+  } else if (topic == "listeners") {
+    print_listeners_usage(stdout);
   } else if (topic == "stats" || topic == "fault" || topic == "port" || topic == "rnr") {
     print_control_usage(stdout);
   } else {
     return usage_error("help: no command named '" + std::string(topic) + "'",
-                       "type: softverbs help [run|devices|stats|fault|port|rnr]");
+                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr]");
   }
   return kExitSuccess;
 }
@@ -40,6 +43,7 @@ int dispatch(std::span<char* const> words) {
   const auto rest = words.subspan(1);
   if (command == "run") return run_command(rest);
   if (command == "devices") return devices_command(rest);
+  if (command == "listeners") return listeners_command(rest);
   if (command == "stats") return stats_command(rest);
   if (command == "fault") return fault_command(rest);
   if (command == "port") return port_command(rest);
@@ -47,7 +51,7 @@ int dispatch(std::span<char* const> words) {
   if (command == "help" || command == "--help" || command == "-h") return help_command(rest);
   if (is_planned_command(command))
     return usage_error("'" + std::string(command) + "' is planned but not built yet",
-                       "commands that exist: run, devices, stats, fault, port, rnr, help");
+                       "commands that exist: run, devices, listeners, stats, fault, port, rnr, help");
   return usage_error("unknown command '" + std::string(command) + "'");
 }
 

@@ -7,10 +7,8 @@
 # device. Both sides must exit 0 (cmtime's server never ends: only its
 # client must). Each program is bounded in time.
 #
-# A CM server listens on no TCP port, so nothing outside says when it is
-# ready: the client is run again while it fails and the server still runs
-# (a client that finds no listener is refused at once, without touching
-# the server).
+# The client starts once the server listens: on its RDMA CM port, which
+# `softverbs listeners` shows, or on its TCP control port (fi_pingpong).
 #
 # Usage: rdmacm_programs_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]
 #   RDMACM_TEST_TIMEOUT (seconds, default 60) bounds each program.
@@ -49,10 +47,25 @@ record() {
   fi
 }
 
-# cm_pair NAME SERVER_STATUS_MATTERS "SERVER ARGS" "CLIENT ARGS": @PORT@ in
-# either becomes one RDMA CM port for the case.
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../../scripts/lib/client-server.sh"
+
+# Waits until a process listens on READY (cm:PORT or tcp:PORT) or PID ends.
+wait_until_listening() {
+  local ready=$1 pid=$2 deadline=$((SECONDS + limit))
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+    case $ready in
+      cm:*) "$cli" listeners 2>/dev/null | grep -q ":${ready#cm:} " && return 0 ;;
+      tcp:*) tcp_port_is_listening "${ready#tcp:}" && return 0 ;;
+    esac
+    sleep 0.1
+  done
+  return 1
+}
+
+# cm_pair NAME SERVER_STATUS_MATTERS READY "SERVER ARGS" "CLIENT ARGS":
+# @PORT@ in any of them becomes one port for the case.
 cm_pair() {
-  local name=$1 server_matters=$2 server_args=$3 client_args=$4
+  local name=$1 server_matters=$2 ready=$3 server_args=$4 client_args=$5
   [[ $name =~ $filter ]] || return 0
   local port=$((20000 + RANDOM % 20000))
   local -a server client
@@ -60,56 +73,51 @@ cm_pair() {
   read -r -a client <<<"${client_args//@PORT@/$port}"
   timeout --kill-after=5 "$limit" "$cli" run -- "${server[@]}" >"$logs/$name.server" 2>&1 </dev/null &
   local server_pid=$! client_status=1
-  : >"$logs/$name.client"
-  for _ in $(seq 1 40); do
-    timeout --kill-after=5 "$limit" "$cli" run -- "${client[@]}" >>"$logs/$name.client" 2>&1 </dev/null
+  if wait_until_listening "${ready//@PORT@/$port}" "$server_pid"; then
+    timeout --kill-after=5 "$limit" "$cli" run -- "${client[@]}" >"$logs/$name.client" 2>&1 </dev/null
     client_status=$?
-    ((client_status == 0)) && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.25
-  done
-  if [[ $server_matters == no ]]; then
-    kill -TERM "$server_pid" 2>/dev/null
-    wait "$server_pid"
-    record "$name" "$( ((client_status == 0)) && echo yes || echo no)"
-    return
+  else
+    echo "(not started: the server never listened on ${ready//@PORT@/$port})" >"$logs/$name.client"
   fi
-  ((client_status == 0)) || kill -TERM "$server_pid" 2>/dev/null
+  if [[ $server_matters == no ]] || ((client_status != 0)); then
+    kill -TERM "$server_pid" 2>/dev/null
+  fi
   wait "$server_pid"
   local server_status=$?
+  [[ $server_matters == no ]] && server_status=0
   record "$name" "$( ((client_status == 0 && server_status == 0)) && echo yes || echo no)"
 }
 
 # The InfiniBand personality (the default), then RoCE.
 for link in ib eth; do
   export SOFTVERBS_LINK_LAYER=$link
-  cm_pair "${link}_rping" yes "rping -s -a 127.0.0.1 -p @PORT@ -C 100 -V" \
+  cm_pair "${link}_rping" yes cm:@PORT@ "rping -s -a 127.0.0.1 -p @PORT@ -C 100 -V" \
     "rping -c -a 127.0.0.1 -p @PORT@ -C 100 -V"
-  cm_pair "${link}_rdma_server" yes "rdma_server -p @PORT@" "rdma_client -s 127.0.0.1 -p @PORT@"
-  cm_pair "${link}_ucmatose" yes "ucmatose -p @PORT@ -c 4 -C 20" \
+  cm_pair "${link}_rdma_server" yes cm:@PORT@ "rdma_server -p @PORT@" "rdma_client -s 127.0.0.1 -p @PORT@"
+  cm_pair "${link}_ucmatose" yes cm:@PORT@ "ucmatose -p @PORT@ -c 4 -C 20" \
     "ucmatose -s 127.0.0.1 -p @PORT@ -c 4 -C 20"
-  cm_pair "${link}_udaddy" yes "udaddy" "udaddy -s 127.0.0.1"
-  cm_pair "${link}_rstream" yes "rstream -p @PORT@ -S 65536 -C 200" \
+  cm_pair "${link}_udaddy" yes cm:7174 "udaddy" "udaddy -s 127.0.0.1"
+  cm_pair "${link}_rstream" yes cm:@PORT@ "rstream -p @PORT@ -S 65536 -C 200" \
     "rstream -s 127.0.0.1 -p @PORT@ -S 65536 -C 200"
-  cm_pair "${link}_fi_pingpong_msg" yes "fi_pingpong -p verbs -e msg -I 200 -B @PORT@" \
+  cm_pair "${link}_fi_pingpong_msg" yes tcp:@PORT@ "fi_pingpong -p verbs -e msg -I 200 -B @PORT@" \
     "fi_pingpong -p verbs -e msg -I 200 -P @PORT@ 127.0.0.1"
-  cm_pair "${link}_ib_write_bw_R" yes "ib_write_bw -R -d softverbs0 -p @PORT@ -n 500" \
+  cm_pair "${link}_ib_write_bw_R" yes cm:@PORT@ "ib_write_bw -R -d softverbs0 -p @PORT@ -n 500" \
     "ib_write_bw -R -d softverbs0 -p @PORT@ -n 500 127.0.0.1"
 done
 export SOFTVERBS_LINK_LAYER=ib
-cm_pair rdma_xserver yes "rdma_xserver -p @PORT@ -c r" "rdma_xclient -s 127.0.0.1 -p @PORT@ -c r"
-cm_pair riostream yes "riostream -p @PORT@ -S 4096 -C 200" \
+cm_pair rdma_xserver yes cm:@PORT@ "rdma_xserver -p @PORT@ -c r" "rdma_xclient -s 127.0.0.1 -p @PORT@ -c r"
+cm_pair riostream yes cm:@PORT@ "riostream -p @PORT@ -S 4096 -C 200" \
   "riostream -s 127.0.0.1 -p @PORT@ -S 4096 -C 200"
-cm_pair fi_pingpong_rxm yes "fi_pingpong -p verbs;ofi_rxm -e rdm -I 200 -B @PORT@" \
+cm_pair fi_pingpong_rxm yes tcp:@PORT@ "fi_pingpong -p verbs;ofi_rxm -e rdm -I 200 -B @PORT@" \
   "fi_pingpong -p verbs;ofi_rxm -e rdm -I 200 -P @PORT@ 127.0.0.1"
-cm_pair cmtime no "cmtime -p @PORT@" "cmtime -s 127.0.0.1 -p @PORT@ -c 50"
-cm_pair ib_send_lat_R yes "ib_send_lat -R -d softverbs0 -p @PORT@ -n 1000" \
+cm_pair cmtime no cm:@PORT@ "cmtime -p @PORT@" "cmtime -s 127.0.0.1 -p @PORT@ -c 50"
+cm_pair ib_send_lat_R yes cm:@PORT@ "ib_send_lat -R -d softverbs0 -p @PORT@ -n 1000" \
   "ib_send_lat -R -d softverbs0 -p @PORT@ -n 1000 127.0.0.1"
-cm_pair ib_read_lat_R yes "ib_read_lat -R -d softverbs0 -p @PORT@ -n 1000" \
+cm_pair ib_read_lat_R yes cm:@PORT@ "ib_read_lat -R -d softverbs0 -p @PORT@ -n 1000" \
   "ib_read_lat -R -d softverbs0 -p @PORT@ -n 1000 127.0.0.1"
 # An IPv6 address, and the second device's own address.
-cm_pair rping_ipv6 yes "rping -s -a ::1 -p @PORT@ -C 20 -V" "rping -c -a ::1 -p @PORT@ -C 20 -V"
-SOFTVERBS_DEVICES=2 cm_pair rping_softverbs1 yes "rping -s -a 127.0.0.2 -p @PORT@ -C 20 -V" \
+cm_pair rping_ipv6 yes cm:@PORT@ "rping -s -a ::1 -p @PORT@ -C 20 -V" "rping -c -a ::1 -p @PORT@ -C 20 -V"
+SOFTVERBS_DEVICES=2 cm_pair rping_softverbs1 yes cm:@PORT@ "rping -s -a 127.0.0.2 -p @PORT@ -C 20 -V" \
   "rping -c -a 127.0.0.2 -p @PORT@ -C 20 -V"
 
 # mckey: the receiver counts the sender's datagrams, which are lost if it

@@ -16,6 +16,7 @@ void print_usage(std::FILE* out) {
       "                 calls reach the soft devices (softverbs0, softverbs1, ...)\n"
       "  devices [--devices N]\n"
       "                 list the soft devices: name, node GUID, link layer, LID, GID 0\n"
+      "  listeners      the RDMA CM ports running programs listen on (librdmacm)\n"
       "  stats [--pid PID]\n"
       "                 protocol, wire and fault counters of running programs\n"
       "  fault [--pid PID] show | clear | set 'PLAN' | set --file FILE\n"
@@ -71,6 +72,18 @@ void print_devices_usage(std::FILE* out) {
       "Lists the soft devices that programs started with `softverbs run` see.\n"
       "\n"
       "  --devices N   list N devices instead of SOFTVERBS_DEVICES (default 1)\n",
+      out);
+}
+
+void print_listeners_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs listeners\n"
+      "\n"
+      "Lists the ports that programs running under softverbs (as this user, with\n"
+      "the same SOFTVERBS_SHM_PREFIX) listen on with librdmacm (rdma_listen):\n"
+      "port space (tcp, udp, ib, ipoib), address (* for any) and port, and pid.\n"
+      "\n"
+      "example: softverbs listeners | grep ':7174 '\n",
       out);
 }
 

@@ -6,6 +6,7 @@
 // versions, as librdmacm's are, find them first.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <rdma/rdma_user_cm.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -65,6 +66,24 @@ void describe_cm_file(struct stat* out) {
   out->st_rdev = makedev(10, 58);  // a misc device, as the kernel's is
   out->st_nlink = 1;
   out->st_blksize = 4096;
+}
+
+
+// A thread that asks for an event while another closes the channel: on the
+// kernel's file it blocks if its call came first, and gets EBADF if it came
+// after. Programs (rping's event thread among them) count on the first,
+// which is what a thread usually wins; here the close is seen first more
+// often (the thread has more to do to get in), so a GET_EVENT on an
+// rdma_cm fd closed and not reopened blocks, as if it had come first.
+[[noreturn]] void block_as_on_a_closed_channel() {
+  while (true) pause();
+}
+
+bool asks_for_event_on_closed_channel(int fd, const void* buffer, size_t count) {
+  rdma_ucm_cmd_hdr header;
+  if (count < sizeof header || !was_closed_cm_file(fd)) return false;
+  std::memcpy(&header, buffer, sizeof header);
+  return header.cmd == RDMA_USER_CM_CMD_GET_EVENT && ::fcntl(fd, F_GETFD) < 0 && errno == EBADF;
 }
 
 }  // namespace
@@ -135,6 +154,7 @@ SOFTVERBS_EXPORT int fstat64(int fd, struct stat64* out) {
 
 SOFTVERBS_EXPORT ssize_t write(int fd, const void* buffer, size_t count) {
   if (auto file = find_cm_file(fd)) return file->write_command(buffer, count);
+  if (asks_for_event_on_closed_channel(fd, buffer, count)) block_as_on_a_closed_channel();
   SOFTVERBS_LIBC(write);
   return real(fd, buffer, count);
 }

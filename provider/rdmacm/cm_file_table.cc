@@ -22,6 +22,8 @@ struct Table {
   std::mutex mutex;
   std::map<int, std::shared_ptr<CmFile>> files;
   std::atomic<bool> flagged[kFlaggedFds] = {};
+  // The fd was an rdma_cm file until it was closed (and is none now).
+  std::atomic<bool> closed[kFlaggedFds] = {};
   std::atomic<bool> any_high{false};
 };
 
@@ -59,6 +61,7 @@ int open_cm_file(int flags) {
   std::lock_guard lock(t.mutex);
   t.files[fd] = std::move(file);
   if (fd < kFlaggedFds) {
+    t.closed[fd].store(false, std::memory_order_release);
     t.flagged[fd].store(true, std::memory_order_release);
   } else {
     t.any_high.store(true, std::memory_order_release);
@@ -84,9 +87,16 @@ void forget_cm_file(int fd) {
     if (it == t.files.end()) return;
     file = std::move(it->second);
     t.files.erase(it);
-    if (fd < kFlaggedFds) t.flagged[fd].store(false, std::memory_order_release);
+    if (fd < kFlaggedFds) {
+      t.flagged[fd].store(false, std::memory_order_release);
+      t.closed[fd].store(true, std::memory_order_release);
+    }
   }
   file->close();  // destroys what is left on it, as the kernel does at close
+}
+
+bool was_closed_cm_file(int fd) {
+  return fd >= 0 && fd < kFlaggedFds && table().closed[fd].load(std::memory_order_acquire);
 }
 
 }  // namespace softverbs::provider

@@ -24,4 +24,8 @@ std::shared_ptr<CmFile> find_cm_file(int fd);
 // Forgets `fd` before it is closed; the file ends when its last user lets go.
 void forget_cm_file(int fd);
 
+// Whether `fd` was an rdma_cm file that has been closed (and not reused by
+// another rdma_cm file since).
+bool was_closed_cm_file(int fd);
+
 }  // namespace softverbs::provider
