@@ -97,7 +97,8 @@ const std::map<std::string, std::string>& rdma_cm_file_calls() {
   static const std::map<std::string, std::string> calls = {
       {"open", "GLIBC_2.2.5"},    {"open64", "GLIBC_2.2.5"}, {"write", "GLIBC_2.2.5"},
       {"close", "GLIBC_2.2.5"},   {"openat", "GLIBC_2.4"},   {"openat64", "GLIBC_2.4"},
-      {"fstat", "GLIBC_2.33"},    {"fstat64", "GLIBC_2.33"}};
+      {"fstat", "GLIBC_2.33"},    {"fstat64", "GLIBC_2.33"},
+      {"__fxstat", "GLIBC_2.2.5"}, {"__fxstat64", "GLIBC_2.2.5"}};
   return calls;
 }
 

@@ -81,7 +81,8 @@ $(awk '$1 ~ /^IBVERBS_PRIVATE_/ { print $1 }' "$symbols" | sort -u)"
   # (provider/rdmacm/cm_file_calls.cc), under the version nodes libc gives
   # them: a reference bound to open@GLIBC_2.2.5 only meets a definition of
   # that version.
-  echo "GLIBC_2.2.5 { global: open; open64; write; close; };"
+  # __fxstat: ThreadSanitizer's fstat calls it.
+  echo "GLIBC_2.2.5 { global: open; open64; write; close; __fxstat; __fxstat64; };"
   echo "GLIBC_2.4 { global: openat; openat64; };"
   echo "GLIBC_2.33 { global: fstat; fstat64; };"
 } > "$map"

@@ -24,8 +24,14 @@ class LoopbackWire final : public Wire {
   void wait(uint64_t timeout_ns) override {}
   void wake() override {}
   bool has_deferred() const override { return false; }
-  WireCounters counters() const override { return counters_; }
-  size_t queued() const { return frames_.size(); }
+  WireCounters counters() const override {
+    std::lock_guard lock(mutex_);
+    return counters_;
+  }
+  size_t queued() const {
+    std::lock_guard lock(mutex_);
+    return frames_.size();
+  }
   // Frames stay in this process, so runs can be pulled from it; a test that
   // wants them says allow_runs() (the engine then decides as on any wire).
   void allow_runs(bool allow) { runs_allowed_ = allow; }
@@ -34,6 +40,9 @@ class LoopbackWire final : public Wire {
 
  private:
   Filter filter_;
+  // Sends and polls may come from several threads (a progress thread, the
+  // connection manager's agents).
+  mutable std::mutex mutex_;
   std::deque<std::vector<uint8_t>> frames_;
   WireCounters counters_;
   bool runs_allowed_ = false;

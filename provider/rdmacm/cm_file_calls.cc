@@ -152,6 +152,38 @@ SOFTVERBS_EXPORT int fstat64(int fd, struct stat64* out) {
   return real(fd, out);
 }
 
+// glibc's old stat entry points, still exported: ThreadSanitizer's fstat
+// interceptor calls __fxstat, so under it the calls above are never reached.
+SOFTVERBS_EXPORT int __fxstat(int version, int fd, struct stat* out) {
+  if (find_cm_file(fd)) {
+    describe_cm_file(out);
+    return 0;
+  }
+  using Fxstat = int(int, int, struct stat*);
+  static auto* const real = libc_function<Fxstat>("__fxstat");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real(version, fd, out);
+}
+
+SOFTVERBS_EXPORT int __fxstat64(int version, int fd, struct stat64* out) {
+  if (find_cm_file(fd)) {
+    struct stat described;
+    describe_cm_file(&described);
+    std::memcpy(out, &described, sizeof described);
+    return 0;
+  }
+  using Fxstat64 = int(int, int, struct stat64*);
+  static auto* const real = libc_function<Fxstat64>("__fxstat64");
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real(version, fd, out);
+}
+
 SOFTVERBS_EXPORT ssize_t write(int fd, const void* buffer, size_t count) {
   if (auto file = find_cm_file(fd)) return file->write_command(buffer, count);
   if (asks_for_event_on_closed_channel(fd, buffer, count)) block_as_on_a_closed_channel();
