@@ -7,7 +7,10 @@
 namespace softverbs::cm {
 namespace {
 
-constexpr uint32_t kQueueDepth = 256;
+// Sends a burst of connects (cmtime's hundred) may queue before the agent's
+// thread reaps their completions: a refused post is a MAD lost until its
+// retry, 6 s on.
+constexpr uint32_t kQueueDepth = 1024;
 // The agent never sleeps longer than this: a missed wakeup costs a second.
 constexpr uint64_t kLongestSleepNs = 1'000'000'000;
 
@@ -34,7 +37,7 @@ Errno CmAgent::open(Engine& engine) {
   Errno err = 0;
   if (!(hca_ = Hca::open_on(engine, 0, err))) return err;
   if (!(pd_ = hca_->alloc_pd(err))) return err;
-  if (!(cq_ = hca_->create_cq(2 * kQueueDepth, this, err))) return err;
+  if (!(cq_ = hca_->create_cq(kQueueDepth + kReceiveSlots, this, err))) return err;
   Hca::QpInit init;
   init.type = QpType::kUd;
   init.send_cq = cq_.get();

@@ -52,7 +52,9 @@ class CmAgent final : public CompletionEventSink {
   void serve_completions();
   void post_receive(uint32_t slot);
 
-  static constexpr uint32_t kReceiveSlots = 64;
+  // As many MADs as the kernel's GSI QP holds (512): a burst of requests
+  // beyond the posted receives is dropped, and waits for its retry.
+  static constexpr uint32_t kReceiveSlots = 512;
   static constexpr uint32_t kGrhBytes = 40;
   static constexpr uint32_t kSlotBytes = kGrhBytes + kMadBytes;
 
