@@ -23,19 +23,12 @@ constexpr uint8_t kSidrTimeoutCode = 20;
 
 Errno ConnectionManager::connect_datagram(Id& id, const ConnectionParams& params) {
   if (params.private_data.size() > kSidrReqUserDataBytes) return EINVAL;
-  id.local_comm_id = comm_id_base_ + id.handle;
-  id.local_qpn = params.qpn & 0xffffff;
-  id.path.service_id = rdma_ip_service_id(static_cast<RdmaPortSpace>(id.port_space),
-                                          id.destination.port);
-  id.state = IdState::kConnect;
-  id.transaction_id = (uint64_t{id.local_comm_id} << 32) | id.psn;
+  begin_request(id, params.qpn);
   SidrReqMessage req;
   req.request_id = id.local_comm_id;
   req.pkey = id.path.pkey;
   req.service_id = id.path.service_id;
-  encode_cma_ip_header(cma_header_of(id), req.private_data);
-  std::copy(params.private_data.begin(), params.private_data.end(),
-            req.private_data.begin() + kCmaIpHeaderBytes);
+  write_request_private_data(id, params.private_data, req.private_data);
   id.timeout_ns = time_code_ns(kSidrTimeoutCode);
   start_request(id, CmMad{id.transaction_id, 0, req});
   return 0;

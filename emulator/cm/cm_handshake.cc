@@ -84,13 +84,15 @@ CmPath cm_path_of(const PathRecord& path) {
 
 }  // namespace
 
-CmaIpHeader cma_header_of(const Id& id) {
+void write_request_private_data(const Id& id, std::span<const uint8_t> consumer_data,
+                                std::span<uint8_t> out) {
   CmaIpHeader header;
   header.ip_version = id.source.ipv4 ? 4 : 6;
   header.source_port = id.source.port;
   header.source = cma_address_of(id.source);
   header.destination = cma_address_of(id.destination);
-  return header;
+  encode_cma_ip_header(header, out);
+  std::copy(consumer_data.begin(), consumer_data.end(), out.begin() + kCmaIpHeaderBytes);
 }
 
 // ---- Sending
@@ -142,19 +144,13 @@ Errno ConnectionManager::connect(uint32_t handle, const ConnectionParams& params
   if (id.qp_type == QpType::kUd) return connect_datagram(id, params);
   if (params.private_data.size() > kReqUserDataBytes) return EINVAL;
 
-  id.local_comm_id = comm_id_base_ + id.handle;
-  id.local_qpn = params.qpn & 0xffffff;
+  begin_request(id, params.qpn);
   id.responder_resources = params.responder_resources;
   id.initiator_depth = params.initiator_depth;
   id.retry_count = std::min<uint8_t>(params.retry_count, 7);
   id.rnr_retry_count = std::min<uint8_t>(params.rnr_retry_count, 7);
   id.flow_control = params.flow_control;
   id.srq = params.srq;
-  id.path.service_id = rdma_ip_service_id(static_cast<RdmaPortSpace>(id.port_space),
-                                          id.destination.port);
-  id.state = IdState::kConnect;
-
-  id.transaction_id = (uint64_t{id.local_comm_id} << 32) | id.psn;
 
   ReqMessage req;
   req.local_comm_id = id.local_comm_id;
@@ -177,13 +173,20 @@ Errno ConnectionManager::connect(uint32_t handle, const ConnectionParams& params
   req.srq = id.srq;
   req.primary_path = cm_path_of(id.path);
   id.local_ack_timeout = req.primary_path.local_ack_timeout;
-  encode_cma_ip_header(cma_header_of(id), req.private_data);
-  std::copy(params.private_data.begin(), params.private_data.end(),
-            req.private_data.begin() + kCmaIpHeaderBytes);
+  write_request_private_data(id, params.private_data, req.private_data);
 
   id.timeout_ns = reply_timeout_ns(id.path.packet_life_time);
   start_request(id, CmMad{id.transaction_id, 0, req});
   return 0;
+}
+
+void ConnectionManager::begin_request(Id& id, uint32_t qpn) {
+  id.local_comm_id = comm_id_base_ + id.handle;
+  id.local_qpn = qpn & 0xffffff;
+  id.path.service_id = rdma_ip_service_id(static_cast<RdmaPortSpace>(id.port_space),
+                                          id.destination.port);
+  id.state = IdState::kConnect;
+  id.transaction_id = (uint64_t{id.local_comm_id} << 32) | id.psn;
 }
 
 void ConnectionManager::start_request(Id& id, const CmMad& mad) {

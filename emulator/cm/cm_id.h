@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 #include "emulator/cm/cm_types.h"
 #include "emulator/cm/mad_header.h"
@@ -93,9 +94,10 @@ struct Id {
   uint32_t listener_lookups_left = 0;
 };
 
-// The RDMA CM's IP header of a request from this id (cm_handshake.cc).
-struct CmaIpHeader;
-CmaIpHeader cma_header_of(const Id& id);
+// A request's private data (a REQ's or SIDR_REQ's): the RDMA CM's IP
+// header for this id, then the consumer's bytes (cm_handshake.cc).
+void write_request_private_data(const Id& id, std::span<const uint8_t> consumer_data,
+                                std::span<uint8_t> out);
 
 // A starting PSN: random, as the kernel's CM picks one per id.
 uint32_t random_psn();

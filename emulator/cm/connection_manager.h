@@ -136,6 +136,8 @@ class ConnectionManager {
   void send(Id& id, const CmMad& mad, bool await_reply);
   void resend_last(Id& id);
   void send_to(const CmMad& mad, uint32_t destination_qpn);
+  // The id's side of a request: comm ID, QPN, service ID, transaction.
+  void begin_request(Id& id, uint32_t qpn);
   // A REQ or SIDR_REQ: kept, and sent once its listener is found.
   void start_request(Id& id, const CmMad& mad);
   void seek_listener(Id& id);

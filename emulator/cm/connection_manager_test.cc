@@ -51,8 +51,12 @@ class RecordingSink final : public EventSink {
   // The next event, or a kDeviceRemoval with status -ETIMEDOUT after `wait`.
   Event next(std::chrono::milliseconds wait = 5s) {
     std::unique_lock lock(mutex_);
-    if (!arrived_.wait_for(lock, wait, [&] { return !events_.empty(); }))
-      return Event{0, 0, EventType::kDeviceRemoval, -ETIMEDOUT, {}};
+    if (!arrived_.wait_for(lock, wait, [&] { return !events_.empty(); })) {
+      Event timed_out;
+      timed_out.type = EventType::kDeviceRemoval;
+      timed_out.status = -ETIMEDOUT;
+      return timed_out;
+    }
     Event event = events_.front();
     events_.pop_front();
     return event;

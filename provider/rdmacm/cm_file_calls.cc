@@ -27,12 +27,15 @@ Function* libc_function(const char* name) {
   return reinterpret_cast<Function*>(::dlsym(RTLD_NEXT, name));
 }
 
-#define SOFTVERBS_LIBC(name)                                                 \
-  static auto* const real = libc_function<decltype(::name)>(#name);          \
+// `real`: libc's `name`, of type `type` (glibc's headers no longer declare
+// some of the entry points it still exports, such as __fxstat).
+#define SOFTVERBS_LIBC_AS(name, type)                                        \
+  static auto* const real = libc_function<type>(#name);                      \
   if (!real) {                                                               \
     errno = ENOSYS;                                                          \
     return -1;                                                               \
   }
+#define SOFTVERBS_LIBC(name) SOFTVERBS_LIBC_AS(name, decltype(::name))
 
 // Whether the rdma_cm device file is to be served here: SOFTVERBS_RDMA_CM=0
 // leaves it to the kernel (where one has it) for the whole process.
@@ -66,6 +69,18 @@ void describe_cm_file(struct stat* out) {
   out->st_rdev = makedev(10, 58);  // a misc device, as the kernel's is
   out->st_nlink = 1;
   out->st_blksize = 4096;
+}
+
+// What fstat(2) says of `fd` when it is an rdma_cm file (stat and stat64
+// are one layout on 64-bit Linux); false for any other fd.
+template <typename Stat>
+bool stat_of_cm_file(int fd, Stat* out) {
+  static_assert(sizeof(Stat) == sizeof(struct stat));
+  if (!find_cm_file(fd)) return false;
+  struct stat described;
+  describe_cm_file(&described);
+  std::memcpy(out, &described, sizeof described);
+  return true;
 }
 
 
@@ -132,22 +147,13 @@ SOFTVERBS_EXPORT int openat64(int dir, const char* path, int flags, ...) {
 }
 
 SOFTVERBS_EXPORT int fstat(int fd, struct stat* out) {
-  if (find_cm_file(fd)) {
-    describe_cm_file(out);
-    return 0;
-  }
+  if (stat_of_cm_file(fd, out)) return 0;
   SOFTVERBS_LIBC(fstat);
   return real(fd, out);
 }
 
 SOFTVERBS_EXPORT int fstat64(int fd, struct stat64* out) {
-  if (find_cm_file(fd)) {
-    struct stat described;
-    describe_cm_file(&described);
-    static_assert(sizeof(struct stat) == sizeof(struct stat64));
-    std::memcpy(out, &described, sizeof described);
-    return 0;
-  }
+  if (stat_of_cm_file(fd, out)) return 0;
   SOFTVERBS_LIBC(fstat64);
   return real(fd, out);
 }
@@ -155,32 +161,14 @@ SOFTVERBS_EXPORT int fstat64(int fd, struct stat64* out) {
 // glibc's old stat entry points, still exported: ThreadSanitizer's fstat
 // interceptor calls __fxstat, so under it the calls above are never reached.
 SOFTVERBS_EXPORT int __fxstat(int version, int fd, struct stat* out) {
-  if (find_cm_file(fd)) {
-    describe_cm_file(out);
-    return 0;
-  }
-  using Fxstat = int(int, int, struct stat*);
-  static auto* const real = libc_function<Fxstat>("__fxstat");
-  if (!real) {
-    errno = ENOSYS;
-    return -1;
-  }
+  if (stat_of_cm_file(fd, out)) return 0;
+  SOFTVERBS_LIBC_AS(__fxstat, int(int, int, struct stat*));
   return real(version, fd, out);
 }
 
 SOFTVERBS_EXPORT int __fxstat64(int version, int fd, struct stat64* out) {
-  if (find_cm_file(fd)) {
-    struct stat described;
-    describe_cm_file(&described);
-    std::memcpy(out, &described, sizeof described);
-    return 0;
-  }
-  using Fxstat64 = int(int, int, struct stat64*);
-  static auto* const real = libc_function<Fxstat64>("__fxstat64");
-  if (!real) {
-    errno = ENOSYS;
-    return -1;
-  }
+  if (stat_of_cm_file(fd, out)) return 0;
+  SOFTVERBS_LIBC_AS(__fxstat64, int(int, int, struct stat64*));
   return real(version, fd, out);
 }
 
