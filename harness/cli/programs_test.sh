@@ -31,17 +31,7 @@ for tool in ib_send_bw qperf ucx_perftest; do
   fi
 done
 
-passed=0
-failed=()
-record() {
-  if [[ $2 == yes ]]; then
-    passed=$((passed + 1))
-    echo "ok    $1"
-  else
-    failed+=("$1")
-    echo "FAIL  $1"
-  fi
-}
+source "$here/../../scripts/lib/case-record.sh"
 
 # pair NAME PROGRAM [ARGS...]: server and client with the same arguments
 # (the client adds localhost); both must exit 0.
@@ -138,6 +128,4 @@ perftest roce_ib_send_bw_ud ib_send_bw -x 1 -c UD -s 1024 -n 2000
 ucx ucx_roce_rc_verbs_am_lat rc_verbs am_lat
 unset SOFTVERBS_LINK_LAYER
 
-echo
-echo "$passed passed, ${#failed[@]} failed"
-((${#failed[@]} == 0)) || { printf 'failed: %s\n' "${failed[@]}"; exit 1; }
+report_cases

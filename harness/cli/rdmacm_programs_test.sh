@@ -33,21 +33,17 @@ for tool in rping ucmatose rstream ib_send_lat fi_pingpong; do
   fi
 done
 
-passed=0
-failed=()
-record() {
-  if [[ $2 == yes ]]; then
-    passed=$((passed + 1))
-    echo "ok    $1"
-  else
-    failed+=("$1")
-    echo "FAIL  $1"
-    echo "  --- server:"; sed 's/^/  /' "$logs/$1.server" | tail -15
-    echo "  --- client:"; sed 's/^/  /' "$logs/$1.client" | tail -15
-  fi
-}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../../scripts/lib/client-server.sh"
+source "$here/../../scripts/lib/case-record.sh"
 
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../../scripts/lib/client-server.sh"
+# record_case NAME yes|no: recorded, with the tail of both sides' logs on failure.
+record_case() {
+  record "$1" "$2"
+  [[ $2 == yes ]] && return
+  echo "  --- server:"; sed 's/^/  /' "$logs/$1.server" | tail -15
+  echo "  --- client:"; sed 's/^/  /' "$logs/$1.client" | tail -15
+}
 
 # Waits until a process listens on READY (cm:PORT or tcp:PORT) or PID ends.
 wait_until_listening() {
@@ -85,7 +81,7 @@ cm_pair() {
   wait "$server_pid"
   local server_status=$?
   [[ $server_matters == no ]] && server_status=0
-  record "$name" "$( ((client_status == 0 && server_status == 0)) && echo yes || echo no)"
+  record_case "$name" "$( ((client_status == 0 && server_status == 0)) && echo yes || echo no)"
 }
 
 # The InfiniBand personality (the default), then RoCE.
@@ -136,7 +132,7 @@ mckey_case() {
       >>"$logs/$name.client" 2>&1 </dev/null
   done
   wait "$receiver"
-  record "$name" "$( (($? == 0)) && echo yes || echo no)"
+  record_case "$name" "$( (($? == 0)) && echo yes || echo no)"
 }
 mckey_case mckey
 SOFTVERBS_LINK_LAYER=eth mckey_case eth_mckey
@@ -144,10 +140,8 @@ SOFTVERBS_LINK_LAYER=eth mckey_case eth_mckey
 # No listener: refused at once with the kernel's status (8: invalid service ID).
 if [[ no_listener =~ $filter ]]; then
   out=$(timeout "$limit" "$cli" run -- rping -c -a 127.0.0.1 -p 19999 -C 1 2>&1)
-  [[ $out == *"REJECTED, error 8"* ]] && record no_listener yes || {
-    echo "$out" >"$logs/no_listener.client"; : >"$logs/no_listener.server"; record no_listener no; }
+  [[ $out == *"REJECTED, error 8"* ]] && record_case no_listener yes || {
+    echo "$out" >"$logs/no_listener.client"; : >"$logs/no_listener.server"; record_case no_listener no; }
 fi
 
-echo
-echo "$passed passed, ${#failed[@]} failed"
-((${#failed[@]} == 0)) || { printf 'failed: %s\n' "${failed[@]}"; exit 1; }
+report_cases

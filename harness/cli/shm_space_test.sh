@@ -49,18 +49,7 @@ source "$here/../../scripts/lib/client-server.sh"
 logs=$(mktemp -d)
 trap 'umount /dev/shm 2>/dev/null; rm -rf "$logs"' EXIT
 
-passed=0
-failed=()
-
-record() {
-  if [[ $2 == yes ]]; then
-    passed=$((passed + 1))
-    echo "ok    $1"
-  else
-    failed+=("$1")
-    echo "FAIL  $1"
-  fi
-}
+source "$here/../../scripts/lib/case-record.sh"
 
 # with_dev_shm SIZE: a fresh, empty tmpfs of SIZE on /dev/shm (replacing the
 # one the previous case mounted).
@@ -206,5 +195,4 @@ case_no_room 3m "mailbox of this process"
 case_large_mailboxes
 case_bad_slot_count
 
-echo "$passed passed, ${#failed[@]} failed${failed[*]:+: ${failed[*]}}"
-((${#failed[@]} == 0))
+report_cases

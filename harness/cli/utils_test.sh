@@ -24,8 +24,7 @@ limit=${UTILS_TEST_TIMEOUT:-120}
 PAIR_LOG_DIR=$(mktemp -d)
 trap 'rm -rf "$PAIR_LOG_DIR"' EXIT
 
-passed=0
-failed=()
+source "$here/../../scripts/lib/case-record.sh"
 
 for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong; do
   if ! command -v $tool >/dev/null; then
@@ -33,17 +32,6 @@ for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_ping
     exit 1
   fi
 done
-
-record() {
-  local name=$1 ok=$2
-  if [[ $ok == yes ]]; then
-    passed=$((passed + 1))
-    echo "ok    $name"
-  else
-    failed+=("$name")
-    echo "FAIL  $name"
-  fi
-}
 
 # single NAME CHECK_REGEX PROGRAM [ARGS...]: one process; passes when it
 # exits 0 and its output matches CHECK_REGEX (grep -E, every line of it).
@@ -200,6 +188,4 @@ lossy_pingpong() {
 }
 lossy_pingpong
 
-echo
-echo "$passed passed, ${#failed[@]} failed${failed:+: ${failed[*]}}"
-((${#failed[@]} == 0))
+report_cases
