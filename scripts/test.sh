@@ -37,8 +37,19 @@ step() {
   return $status
 }
 
+digests=()
+
+# run_ctest BUILD_DIR: the tree's whole suite; on failure, what failed and
+# why, here and again in the summary.
 run_ctest() {
-  ctest --test-dir "$1" --output-on-failure --no-tests=error --timeout 1800
+  ctest --test-dir "$1" --output-on-failure --no-tests=error --timeout 1800 && return 0
+  local status=$? digest
+  digest=$(awk -f "$root/scripts/lib/failure-digest.awk" "$1/Testing/Temporary/LastTest.log")
+  digests+=("in $1:" "$digest")
+  echo
+  echo "=== why the tests in $1 failed"
+  echo "$digest"
+  return $status
 }
 
 if ! step "setup" bash scripts/setup.sh; then
@@ -82,4 +93,9 @@ fi
 echo
 echo "=== summary ($((SECONDS - started))s)"
 printf '%s\n' "${results[@]}"
+if ((${#digests[@]})); then
+  echo
+  echo "=== why tests failed"
+  printf '%s\n' "${digests[@]}"
+fi
 exit $overall
