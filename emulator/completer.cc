@@ -9,6 +9,10 @@
 namespace softverbs {
 namespace {
 
+// READ requests sent at once to fill the gaps of one READ; the last covers
+// the rest of it.
+constexpr uint32_t kMaxGapRequests = 16;
+
 WcOpcode wc_opcode(WrOpcode op) {
   switch (op) {
     case WrOpcode::kSend:
@@ -55,6 +59,8 @@ void Completer::reset() {
   retries_left_ = rnr_retries_left_ = 0;
   resend_pending_ = false;
   resend_psn_ = 0;
+  read_arrivals_.forget();
+  deferred_ack_psn_.reset();
 }
 
 // ---- the machine
@@ -109,17 +115,25 @@ Completer::Step Completer::acknowledge(Response& r) {
 }
 
 Completer::Step Completer::read_response(Response& r) {
-  // The oldest incomplete WQE must be the READ these responses belong to.
+  // The oldest incomplete WQE must be the READ these responses belong to;
+  // its responses are kept in any order, each once.
   SendQueue& sq = qp_.sq;
   const uint64_t index = sq.oldest_incomplete();
   if (index == sq.tail) return Step::kDone;
   SendWqe& w = sq.at(index);
   if (!w.is_read() || !psn_in(r.psn, w.first_psn, w.last_psn)) return Step::kDone;
-  if (r.psn != w.next_response_psn) return Step::kDone;  // lost or duplicate: the timer recovers
+  read_arrivals_.follow(w.first_psn);
+  const int32_t ahead = packet::psn_diff(r.psn, w.next_response_psn);
+  if (ahead < 0 || uint32_t(ahead) >= ReadArrivals::kSpan || read_arrivals_.arrived(r.psn)) {
+    ++qp_.counters.stale_responses;  // a duplicate, or too far ahead: asked for again later
+    return Step::kDone;
+  }
+  // Every response but the READ's last carries a full MTU; the last ends a
+  // request (the READ's own or one that asked again for a gap).
   const uint64_t offset = uint64_t(packet::psn_diff(r.psn, w.first_psn)) * qp_.mtu();
-  const bool last = ends_message(r.info.position);
-  const uint64_t expected = last ? w.length - offset : qp_.mtu();
-  if (r.pkt.payload.size() != std::min<uint64_t>(expected, w.length - offset)) {
+  const bool ends_read = r.psn == w.last_psn;
+  if (r.pkt.payload.size() != std::min<uint64_t>(qp_.mtu(), w.length - offset) ||
+      (ends_read && !ends_message(r.info.position))) {
     fail_wqe(w, WcStatus::kBadRespErr);
     return Step::kDone;
   }
@@ -130,9 +144,20 @@ Completer::Step Completer::read_response(Response& r) {
       return Step::kDone;
     }
   }
-  w.next_response_psn = packet::psn_add(r.psn, 1);
-  advance_una(packet::psn_add(r.psn, 1));
-  if (last && r.psn == w.last_psn) complete(w, WcStatus::kSuccess);
+  read_arrivals_.mark(r.psn);
+  const uint32_t missing = read_arrivals_.first_missing(w.next_response_psn);
+  if (missing != w.next_response_psn) {
+    w.next_response_psn = missing;
+    advance_una(missing);
+  }
+  if (missing == packet::psn_add(w.last_psn, 1)) {
+    complete(w, WcStatus::kSuccess);
+    read_arrivals_.forget();
+    apply_deferred_acknowledgement();
+  } else if (r.psn == w.read_stream_end) {
+    // What the latest request asked for has come, with gaps before it.
+    request_missing_responses(w, /*stream_ended=*/true);
+  }
   retire_completed();
   qp_.requester.run();
   return Step::kDone;
@@ -225,6 +250,8 @@ Completer::Acknowledgement Completer::acknowledge_before(uint32_t psn) {
 void Completer::advance_una(uint32_t psn) {
   if (packet::psn_diff(psn, una_psn_) <= 0) return;
   una_psn_ = psn;
+  if (deferred_ack_psn_ && packet::psn_diff(una_psn_, *deferred_ack_psn_) >= 0)
+    deferred_ack_psn_.reset();
   resend_pending_ = false;
   // Forward progress restarts the retry budget (IBTA 9.7.6.1.3).
   retries_left_ = qp_.attr.retry_cnt;
@@ -241,8 +268,49 @@ bool Completer::take_acknowledgement(uint32_t psn) {
   retire_completed();
   if (!acked.implied_nak) return true;
   ++qp_.counters.implied_naks;
-  resend_from(acked.acked);
+  // What this response says of the WQEs after the READ or atomic it passed
+  // over still holds once that one is done.
+  if (!deferred_ack_psn_ || packet::psn_diff(psn, *deferred_ack_psn_) > 0) deferred_ack_psn_ = psn;
+  SendQueue& sq = qp_.sq;
+  const uint64_t index = sq.oldest_incomplete();
+  if (index != sq.tail && sq.at(index).is_read() && sq.at(index).next_response_psn == acked.acked)
+    request_missing_responses(sq.at(index), /*stream_ended=*/false);
+  else
+    resend_from(acked.acked);
   return false;
+}
+
+void Completer::request_missing_responses(SendWqe& w, bool stream_ended) {
+  // Later responses imply the same gaps again and again: once per missing
+  // PSN, unless what was asked for has all come back (then the rest of the
+  // gaps was lost again). Counted against retry_cnt like any resend.
+  if (!stream_ended && resend_pending_ && resend_psn_ == w.next_response_psn) return;
+  resend_pending_ = true;
+  resend_psn_ = w.next_response_psn;
+  if (retries_left_ == 0) return fail_oldest(WcStatus::kRetryExcErr);
+  --retries_left_;
+  read_arrivals_.follow(w.first_psn);
+  read_arrivals_.for_each_gap(w.next_response_psn, w.last_psn, kMaxGapRequests,
+                              [&](uint32_t psn, uint32_t packets) {
+                                qp_.requester.request_read_part(w, psn, packets);
+                              });
+}
+
+void Completer::apply_deferred_acknowledgement() {
+  if (!deferred_ack_psn_) return;
+  const uint32_t psn = *deferred_ack_psn_;
+  deferred_ack_psn_.reset();
+  // After a go back N, PSNs past the one to send next are sent again anyway.
+  if (packet::psn_diff(psn, qp_.requester.next_psn()) > 0) return;
+  if (!take_acknowledgement(psn)) return;
+  // It may have been a response of the next READ, dropped while this one
+  // was missing responses: that READ's responses up to it came and went.
+  SendQueue& sq = qp_.sq;
+  const uint64_t index = sq.oldest_incomplete();
+  if (index == sq.tail) return;
+  SendWqe& next = sq.at(index);
+  if (next.is_read() && next.started && packet::psn_diff(psn, next.next_response_psn) > 0)
+    request_missing_responses(next, /*stream_ended=*/true);
 }
 
 void Completer::resend_from(uint32_t psn) {

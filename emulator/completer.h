@@ -10,9 +10,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "emulator/packet/codec.h"
 #include "emulator/packet/headers.h"
+#include "emulator/read_arrivals.h"
 #include "emulator/send_queue.h"
 
 namespace softverbs {
@@ -79,6 +81,10 @@ class Completer {
   void advance_una(uint32_t psn);
   bool take_acknowledgement(uint32_t psn);
   void resend_from(uint32_t psn);
+  // Asks again for the responses READ `w` lacks, gap by gap.
+  void request_missing_responses(SendWqe& w, bool stream_ended);
+  // A READ finished: applies the acknowledgement that passed over it.
+  void apply_deferred_acknowledgement();
   void fail_at(uint32_t psn, WcStatus status);
   void fail_wqe(SendWqe& w, WcStatus status);
   void schedule(uint64_t deadline_ns);
@@ -89,6 +95,10 @@ class Completer {
   uint8_t rnr_retries_left_ = 0;
   bool resend_pending_ = false;  // went back to resend_psn_; no progress since
   uint32_t resend_psn_ = 0;
+  ReadArrivals read_arrivals_;  // the oldest READ's responses past its first gap
+  // The furthest acknowledgement a READ or atomic still missing responses
+  // held back (take_acknowledgement's argument).
+  std::optional<uint32_t> deferred_ack_psn_;
   uint64_t retransmit_deadline_ns_ = 0;  // 0: not armed
   uint64_t rnr_deadline_ns_ = 0;         // 0: not waiting
   uint64_t queued_deadline_ns_ = 0;      // the soonest entry in the timer queue, 0: none

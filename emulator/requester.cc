@@ -157,6 +157,7 @@ Requester::Step Requester::send_read_request() {
   h.reth.rkey = w.rkey;
   h.reth.dma_len = static_cast<uint32_t>(w.length - send_offset_);
   qp_.transmit(h, {});
+  wqe_->read_stream_end = w.last_psn;
   ack_request_next_ = false;  // a READ request always asks
   advance_psn(packet::psn_add(w.last_psn, 1));
   finish_wqe();
@@ -317,6 +318,20 @@ Requester::Step Requester::local_error(SendWqe& w, WcStatus status) {
 void Requester::finish_wqe() {
   send_offset_ = 0;
   ++qp_.sq.next;
+}
+
+void Requester::request_read_part(SendWqe& w, uint32_t psn, uint32_t packets) {
+  const uint64_t offset = uint64_t(packet::psn_diff(psn, w.first_psn)) * qp_.mtu();
+  packet::Headers h = qp_.make_headers(Opcode::kRcReadRequest, psn);
+  h.bth.ack_req = true;
+  h.reth.va = w.remote_addr + offset;
+  h.reth.rkey = w.rkey;
+  h.reth.dma_len =
+      static_cast<uint32_t>(std::min<uint64_t>(uint64_t(packets) * qp_.mtu(), w.length - offset));
+  qp_.transmit(h, {});
+  ++qp_.counters.retransmitted_packets;
+  w.read_stream_end = packet::psn_add(psn, packets - 1);
+  qp_.completer.arm_retransmit_timer();
 }
 
 void Requester::advance_psn(uint32_t to) {

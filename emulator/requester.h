@@ -31,6 +31,9 @@ class Requester {
   // Go back N (IBTA 9.7.5.1.3): transmission resumes at `psn`, in the oldest
   // WQE not done that holds it or lies after it.
   void rewind_to(uint32_t psn);
+  // Asks again for `packets` responses of READ `w` from `psn` on, without
+  // moving where transmission stands: one READ request for that part.
+  void request_read_part(SendWqe& w, uint32_t psn, uint32_t packets);
   // RTR -> RTS: the first PSN to send.
   void start(uint32_t sq_psn);
   void reset();

@@ -41,7 +41,8 @@ struct SendWqe {
   uint64_t length = 0;
   uint32_t first_psn = 0;  // assigned when first transmitted
   uint32_t last_psn = 0;
-  uint32_t next_response_psn = 0;  // READ: the response PSN expected next
+  uint32_t next_response_psn = 0;  // READ: the first response PSN not yet arrived
+  uint32_t read_stream_end = 0;    // READ: the last response PSN the latest request asked for
   bool started = false;
   bool done = false;
   WcStatus status = WcStatus::kSuccess;
