@@ -1,7 +1,7 @@
 # Reads a ctest LastTest.log and prints, for each failed test, the lines
-# that say why: GoogleTest failures with their messages, sanitizer reports,
-# failed shell-test cases and timeouts. A run's log is long; this is the
-# part worth reading first.
+# that say why: GoogleTest failures with their messages, sanitizer reports
+# and failed shell-test cases (a test killed by ctest's timeout shows none).
+# A run's log is long; this is the part worth reading first.
 #
 #   awk -f scripts/lib/failure-digest.awk BUILD/Testing/Temporary/LastTest.log
 
