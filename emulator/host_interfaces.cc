@@ -49,6 +49,12 @@ Gid ipv4_mapped_gid(uint32_t address_be) {
   return gid;
 }
 
+bool is_ipv4_mapped(const Gid& address) {
+  for (size_t i = 0; i < 10; ++i)
+    if (address[i] != 0) return false;
+  return address[10] == 0xff && address[11] == 0xff;
+}
+
 std::vector<HostInterface> host_interfaces() {
   std::vector<HostInterface> list;
   ifaddrs* all = nullptr;

@@ -25,5 +25,7 @@ std::vector<HostInterface> host_interfaces();
 
 // ::ffff:a.b.c.d for an IPv4 address in network byte order.
 Gid ipv4_mapped_gid(uint32_t address_be);
+// Whether an address is of that form: an IPv4 address.
+bool is_ipv4_mapped(const Gid& address);
 
 }  // namespace softverbs

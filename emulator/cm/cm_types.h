@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "emulator/host_interfaces.h"
 #include "emulator/types.h"
 
 namespace softverbs::cm {
@@ -21,7 +22,6 @@ struct IpEndpoint {
 
 bool is_loopback(const IpEndpoint& endpoint);
 bool is_multicast(const IpEndpoint& endpoint);
-bool is_ipv4_mapped(const Gid& address);
 
 // The RDMA CM's Q_Key for UD ids and multicast (librdmacm's RDMA_UDP_QKEY).
 inline constexpr uint32_t kRdmaUdpQkey = 0x01234567;

@@ -41,12 +41,6 @@ uint32_t random_psn() { return random_u32() & 0xffffff; }
 
 bool is_any(const IpEndpoint& endpoint) { return is_any_address(endpoint.address); }
 
-bool is_ipv4_mapped(const Gid& address) {
-  for (size_t i = 0; i < 10; ++i)
-    if (address[i] != 0) return false;
-  return address[10] == 0xff && address[11] == 0xff;
-}
-
 bool is_multicast(const IpEndpoint& endpoint) {
   return endpoint.ipv4 ? (endpoint.address[12] & 0xf0) == 0xe0 : endpoint.address[0] == 0xff;
 }

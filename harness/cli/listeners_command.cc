@@ -7,6 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "emulator/cm/cma_ip_header.h"
+#include "emulator/cm_port_directory.h"
+#include "emulator/host_interfaces.h"
 #include "emulator/wire/shm_registry.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/usage.h"
@@ -14,25 +17,23 @@
 namespace softverbs::cli {
 namespace {
 
+constexpr uint16_t kPortSpaceIpoib = 0x0002;  // RDMA_PS_IPOIB: no IP service ID of its own
+
 const char* port_space_name(uint16_t port_space) {
   switch (port_space) {
-    case 0x0106: return "tcp";
-    case 0x0111: return "udp";
-    case 0x013f: return "ib";
-    case 0x0002: return "ipoib";
+    case static_cast<uint16_t>(cm::RdmaPortSpace::kTcp): return "tcp";
+    case static_cast<uint16_t>(cm::RdmaPortSpace::kUdp): return "udp";
+    case static_cast<uint16_t>(cm::RdmaPortSpace::kIb): return "ib";
+    case kPortSpaceIpoib: return "ipoib";
     default: return "?";
   }
 }
 
 // "127.0.0.1", "::1", or "*" for the any address.
 std::string address_text(const Gid& address) {
-  bool any = true;
-  for (uint8_t byte : address) any = any && byte == 0;
-  if (any) return "*";
+  if (is_any_address(address)) return "*";
   char text[INET6_ADDRSTRLEN];
-  bool mapped = address[10] == 0xff && address[11] == 0xff;
-  for (size_t i = 0; i < 10; ++i) mapped = mapped && address[i] == 0;
-  if (mapped) return inet_ntop(AF_INET, address.data() + 12, text, sizeof text);
+  if (is_ipv4_mapped(address)) return inet_ntop(AF_INET, address.data() + 12, text, sizeof text);
   return std::string("[") + inet_ntop(AF_INET6, address.data(), text, sizeof text) + "]";
 }
 

@@ -83,7 +83,6 @@ bool stat_of_cm_file(int fd, Stat* out) {
   return true;
 }
 
-
 // A thread that asks for an event while another closes the channel: on the
 // kernel's file it blocks if its call came first, and gets EBADF if it came
 // after. Programs (rping's event thread among them) count on the first,
