@@ -83,7 +83,7 @@ struct DeviceAttributes {
   bool cap_change_phy_port = false;
   bool cap_srq_resize = true;
   bool cap_mem_window = false;
-  bool cap_xrc = false;
+  bool cap_xrc = true;
 };
 
 enum class PortState : uint8_t { kNop, kDown, kInit, kArmed, kActive, kActiveDefer };

@@ -199,7 +199,13 @@ constexpr uint32_t kSgeBytes = 16;
 std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   const DeviceAttributes& a = impl_->attributes;
   QpCapabilities& c = init.cap;
-  if (!init.send_cq || !init.recv_cq || c.max_send_wr > a.max_qp_wr ||
+  // An XRC initiator receives nothing: a receive CQ is optional.
+  const bool needs_recv_cq = init.type != QpType::kXrcSend;
+  if (init.type == QpType::kXrcRecv) {
+    err = EINVAL;  // create_xrc_target_qp
+    return nullptr;
+  }
+  if (!init.send_cq || (needs_recv_cq && !init.recv_cq) || c.max_send_wr > a.max_qp_wr ||
       c.max_recv_wr > a.max_qp_wr || c.max_send_sge > a.max_sge ||
       c.max_recv_sge > a.max_sge || c.max_inline_data > a.max_inline_data) {
     err = EINVAL;
@@ -225,7 +231,9 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   // QP that asked for none).
   c.max_inline_data = std::min(std::max(c.max_inline_data, c.max_send_sge * kSgeBytes),
                                a.max_inline_data);
-  if (init.srq) c.max_recv_wr = c.max_recv_sge = 0;  // the SRQ's count instead
+  if (init.type == QpType::kXrcSend) init.srq = nullptr;  // it receives nothing
+  if (init.srq || init.type == QpType::kXrcSend)
+    c.max_recv_wr = c.max_recv_sge = 0;  // the SRQ's count instead, or none
   impl->srq = init.srq;
   if (init.srq) impl->responder.use_srq(init.srq->impl().max_sge());
   impl->cap = c;
@@ -239,21 +247,23 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
     query_port(1, port);
     impl->attr.path_mtu = port.active_mtu;
   }
-  uint32_t qpn = 0;
-  if (Errno e = impl_->engine->add_qp(impl->device_index, impl.get(), qpn)) {
-    err = e == EAGAIN ? ENOMEM : e;
-    return nullptr;
-  }
-  {
-    std::lock_guard lock(impl_->objects_mutex);
-    impl_->qps.insert(impl.get());
-  }
+  if (!add_qp(*impl, err)) return nullptr;
   pd.users.fetch_add(1);
   if (init.srq) init.srq->users.fetch_add(1);
   init.send_cq->users.fetch_add(1);
-  init.recv_cq->users.fetch_add(1);
+  if (init.recv_cq) init.recv_cq->users.fetch_add(1);
   err = 0;
   return std::unique_ptr<Qp>(new Qp(std::move(impl)));
+}
+
+bool Hca::add_qp(QpImpl& qp, Errno& err) {
+  if (Errno e = impl_->engine->add_qp(qp.device_index, &qp, qp.qpn)) {
+    err = e == EAGAIN ? ENOMEM : e;
+    return false;
+  }
+  std::lock_guard lock(impl_->objects_mutex);
+  impl_->qps.insert(&qp);
+  return true;
 }
 
 }  // namespace softverbs

@@ -29,6 +29,7 @@ class Cq;
 class Qp;
 class Ah;
 class Srq;
+class Xrcd;
 struct QpImpl;
 
 // Told when an armed CQ gets a completion (the IBTA's Completion Event).
@@ -105,9 +106,28 @@ class Hca {
     uint32_t max_wr = 0;   // updated with what was granted
     uint32_t max_sge = 0;  // updated with what was granted
     uint32_t limit = 0;    // ignored (ibv_create_srq(3)); reported as 0
+    // An XRC SRQ: in this domain, its receive completions on `cq`.
+    Xrcd* xrcd = nullptr;
+    Cq* cq = nullptr;
   };
-  // EINVAL for max_wr or max_sge above the device limits; ENOMEM.
+  // EINVAL for max_wr or max_sge above the device limits, or an XRC SRQ
+  // without its CQ; ENOMEM.
   std::unique_ptr<Srq> create_srq(Pd& pd, SrqInit& init, Errno& err);
+
+  // XRC domains (IBTA 11.2.4). `file` names a domain that every open of the
+  // same file shares (the kernel keys it by inode); nullopt opens a private
+  // one. Errors as the kernel's: EAGAIN for a file without a domain and no
+  // `create`, EINVAL for one with a domain and `exclusive`.
+  struct FileIdentity {
+    uint64_t device = 0;
+    uint64_t inode = 0;
+    auto operator<=>(const FileIdentity&) const = default;
+  };
+  std::shared_ptr<Xrcd> open_xrcd(const FileIdentity* file, bool create, bool exclusive,
+                                  Errno& err);
+  // An XRC target QP: no PD, no CQs, no queues of its own; each message
+  // goes to the XRC SRQ of `xrcd` that its packets name.
+  std::unique_ptr<Qp> create_xrc_target_qp(Xrcd& xrcd, Errno& err);
 
   Engine& engine() const;
   // The clock completion timestamps are taken on (Completion::timestamp_ns):
@@ -120,6 +140,8 @@ class Hca {
 
  private:
   explicit Hca(std::unique_ptr<Impl> impl);
+  // Gives `qp` its QPN and makes it reachable; false with `err` set.
+  bool add_qp(QpImpl& qp, Errno& err);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -210,11 +232,29 @@ class Ah {
   bool multicast_;
 };
 
+// An XRC domain: the scope in which XRC target QPs may deliver into XRC
+// SRQs. Shared (shared_ptr) by every handle opened on the same file.
+class Xrcd {
+ public:
+  ~Xrcd();
+  Hca& hca() const { return hca_; }
+  // XRC SRQs and target QPs in the domain: closing its last handle while
+  // non-zero is refused (EBUSY).
+  std::atomic<uint32_t> users{0};
+
+ private:
+  friend class Hca;
+  explicit Xrcd(Hca& hca) : hca_(hca) {}
+  Hca& hca_;
+};
+
 // A shared receive queue (IBTA 10.2.9): receive WQEs that any QP attached
 // to it consumes, one message each, in the order they were posted.
 class Srq {
  public:
   ~Srq();
+  // The SRQ's number: what an XRC initiator names in its packets.
+  uint32_t srqn() const;
   // ENOMEM when full; EINVAL with more SGEs than max_sge.
   Errno post_recv(const RecvRequest& wr);
   // Modify SRQ: a new max_wr (EINVAL below the WQEs posted now or above the

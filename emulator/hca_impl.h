@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -36,6 +38,13 @@ struct Hca::Impl {
 
   mutable std::mutex objects_mutex;
   std::unordered_set<QpImpl*> qps;
+  // SRQs by number, under their own leaf lock: a target QP's responder
+  // looks up the XRC SRQ a packet names with the QP's lock held.
+  mutable std::mutex srq_table_mutex;
+  std::unordered_map<uint32_t, Srq*> srqs_by_number;
+  uint32_t next_srqn = 1;
+  // XRC domains opened on files, by file (xrc.cc).
+  std::map<FileIdentity, std::weak_ptr<Xrcd>> xrcds_by_file;
   QpCounters destroyed_qp_counters;  // kept so device totals never go down
 
   // MR lookup for local (lkey) and remote (rkey) accesses, with mr_mutex
@@ -43,6 +52,11 @@ struct Hca::Impl {
   Mr* find_mr_locked(uint32_t key) const {
     auto it = mrs_by_key.find(key);
     return it == mrs_by_key.end() ? nullptr : it->second;
+  }
+  // The SRQ with number `srqn`, with srq_table_mutex held; nullptr if none.
+  Srq* find_srq_locked(uint32_t srqn) const {
+    auto it = srqs_by_number.find(srqn);
+    return it == srqs_by_number.end() ? nullptr : it->second;
   }
   void raise(const AsyncEvent& event) {
     if (AsyncEventSink* sink = async_sink.load(std::memory_order_acquire))

@@ -88,10 +88,12 @@ bool carries_inline(const SendRequest& wr) {
 
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
-    case QpType::kRc: return op != WrOpcode::kSendWithInv;  // needs memory windows
+    case QpType::kRc:
+    case QpType::kXrcSend: return op != WrOpcode::kSendWithInv;  // needs memory windows
     case QpType::kUc: return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
                              op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm;
     case QpType::kUd: return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm;
+    case QpType::kXrcRecv: return false;  // a target has no send queue
   }
   return false;
 }
@@ -111,7 +113,8 @@ void QpImpl::raise(AsyncEventType type) {
   hca->impl().raise(AsyncEvent{type, self, nullptr, 0});
 }
 
-Errno QpImpl::modify(const QpAttributes& a, uint32_t mask) {
+Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
+  const uint32_t mask = applicable_attributes(type, requested_mask);
   const QpState cur = attr.state;
   if ((mask & kQpAttrCurState) && a.cur_state != cur) return EINVAL;
   const QpState next = (mask & kQpAttrState) ? a.state : cur;
@@ -198,6 +201,7 @@ void QpImpl::enqueue_send(const SendRequest& wr, uint64_t length) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.xrc_remote_srqn = wr.xrc_remote_srqn;
   w.length = length;
   if (carries_inline(wr)) {
     w.inline_len = static_cast<uint32_t>(length);
@@ -253,8 +257,9 @@ Errno QpImpl::post_send_batch(std::span<const SendRequest> wrs, size_t& refused)
 }
 
 Errno QpImpl::post_recv(const RecvRequest& wr) {
-  // A QP attached to an SRQ has no receive queue of its own (ibv_post_recv(3)).
-  if (attr.state == QpState::kReset || srq) return EINVAL;
+  // A QP attached to an SRQ has no receive queue of its own (ibv_post_recv(3)),
+  // nor has either half of XRC.
+  if (attr.state == QpState::kReset || srq || is_xrc(type)) return EINVAL;
   if (wr.sges.size() > cap.max_recv_sge) return EINVAL;
   if (rq.full() || !rq.allocate()) return ENOMEM;
   rq.push(wr);
@@ -273,7 +278,8 @@ void QpImpl::enter_error() {
   responder.flush();
   // IBTA 11.6.3.3: a QP on an SRQ that enters ERR will take no more WQEs
   // from it; the application may now destroy it without losing any.
-  if (srq) raise(AsyncEventType::kQpLastWqeReached);
+  // An XRC target is attached to no SRQ: it only borrows one per message.
+  if (srq && !is_xrc(type)) raise(AsyncEventType::kQpLastWqeReached);
 }
 
 void QpImpl::enter_send_queue_error() {
@@ -302,7 +308,11 @@ void QpImpl::reset() {
 void QpImpl::receive(const packet::DecodedPacket& pkt) {
   const packet::OpcodeInfo& info =
       packet::opcode_info(static_cast<uint8_t>(pkt.headers.bth.opcode));
-  if (info.transport != type) return;  // not for this QP type: silently dropped
+  // Not for this QP type: silently dropped. An XRC initiator takes only
+  // responses, a target only requests.
+  if (info.transport != packet::transport_of(type)) return;
+  if (type == QpType::kXrcRecv && !info.is_request) return;
+  if (type == QpType::kXrcSend && info.is_request) return;
   if (!info.is_request) {
     if (can_send() || attr.state == QpState::kSqe) completer.on_response(pkt, info);
     return;
@@ -319,7 +329,8 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
 
 void QpImpl::receive_run(const RunFrame& run) {
   const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(run.first.bth.opcode));
-  if (info.transport != type || !can_receive()) return;
+  if (info.transport != packet::transport_of(type) || !can_receive()) return;
+  if (type == QpType::kXrcSend) return;  // an initiator receives no requests
   if (run.first.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
   counters.packets_received += run.packets;
   ++counters.runs_received;
@@ -352,6 +363,7 @@ packet::Headers headers_to(const DeviceDescription& self_dev, const AddressVecto
 }  // namespace
 
 packet::Headers QpImpl::make_headers(packet::Opcode opcode, uint32_t psn) const {
+  if (is_xrc(type)) opcode = packet::xrc_opcode(opcode);
   return headers_to(hca->description(), attr.av, attr.dest_qp_num, opcode, psn);
 }
 
@@ -429,10 +441,14 @@ Qp::~Qp() {
     hca.destroyed_qp_counters += impl_->counters;
     impl_->responder.release_receive();
   }
+  if (impl_->type == QpType::kXrcRecv) {
+    impl_->xrcd->users.fetch_sub(1);  // its PD, SRQ and CQ were borrowed
+    return;
+  }
   impl_->pd->users.fetch_sub(1);
   if (impl_->srq) impl_->srq->users.fetch_sub(1);
   impl_->send_cq->users.fetch_sub(1);
-  impl_->recv_cq->users.fetch_sub(1);
+  if (impl_->recv_cq) impl_->recv_cq->users.fetch_sub(1);
 }
 
 uint32_t Qp::qpn() const { return impl_->qpn; }

@@ -48,6 +48,9 @@ struct QpImpl {
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;  // receives come from here instead of rq
+  // XRC target: its domain. Its pd, srq and recv_cq are those of the XRC
+  // SRQ of the message in progress (responder_xrc.cc), else null.
+  Xrcd* xrcd = nullptr;
   bool sq_sig_all = false;
   QpCapabilities cap;
 

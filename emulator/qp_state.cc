@@ -6,7 +6,7 @@ namespace softverbs {
 namespace {
 
 constexpr int kStates = 7;
-constexpr int kTypes = 3;
+constexpr int kTypes = 5;
 
 // Attributes the IBTA lets a connected QP change while running.
 constexpr uint32_t kPathAttrs = kQpAttrAltPath | kQpAttrPathMigState;
@@ -17,6 +17,35 @@ struct Table {
 
 constexpr int idx(QpType t) { return static_cast<int>(t); }
 constexpr int idx(QpState s) { return static_cast<int>(s); }
+
+// XRC (IBTA 10.3.1, with the kernel's table): each half is an RC QP without
+// what it does not have. The initiator receives nothing, so no responder
+// attributes at RTR; the target sends nothing, so no retry counts or
+// initiator depth at RTS.
+constexpr void add_xrc_rules(Table& t) {
+  using S = QpState;
+  const QpType ini = QpType::kXrcSend, tgt = QpType::kXrcRecv;
+  auto copy_rc = [&t](QpType ty, QpState a, QpState b, uint32_t drop_req, uint32_t drop_opt) {
+    TransitionRule r = t.rule[idx(QpType::kRc)][idx(a)][idx(b)];
+    r.required &= ~drop_req;
+    r.optional &= ~(drop_req | drop_opt);
+    t.rule[idx(ty)][idx(a)][idx(b)] = r;
+  };
+  constexpr uint32_t kResponderOnly = kQpAttrMaxDestRdAtomic | kQpAttrMinRnrTimer;
+  constexpr uint32_t kRequesterOnly = kQpAttrRetryCnt | kQpAttrRnrRetry | kQpAttrMaxQpRdAtomic;
+  constexpr QpState all[] = {S::kReset, S::kInit, S::kRtr, S::kRts, S::kSqd, S::kSqe, S::kErr};
+  for (QpState a : all) {
+    for (QpState b : all) {
+      if (a == S::kSqe || b == S::kSqe) continue;  // reliable QPs have no SQE
+      copy_rc(ini, a, b, 0, 0);
+      copy_rc(tgt, a, b, 0, 0);
+    }
+  }
+  copy_rc(ini, S::kInit, S::kRtr, kResponderOnly, 0);
+  copy_rc(ini, S::kRtr, S::kRts, 0, kQpAttrMinRnrTimer);
+  copy_rc(tgt, S::kRtr, S::kRts, kRequesterOnly, 0);
+  copy_rc(tgt, S::kSqd, S::kSqd, 0, kRequesterOnly);
+}
 
 constexpr Table build_table() {
   Table t{};
@@ -83,6 +112,7 @@ constexpr Table build_table() {
   // SQE -> RTS: only unreliable QPs enter SQE (IBTA 10.3.1.6).
   set(uc, S::kSqe, S::kRts, 0, kQpAttrCurState | kQpAttrAccessFlags);
   set(ud, S::kSqe, S::kRts, 0, kQpAttrCurState | kQpAttrQkey);
+  add_xrc_rules(t);
   return t;
 }
 
@@ -103,8 +133,28 @@ const char* to_string(QpState state) {
   return "?";
 }
 
+const char* to_string(QpType type) {
+  switch (type) {
+    case QpType::kRc: return "RC";
+    case QpType::kUc: return "UC";
+    case QpType::kUd: return "UD";
+    case QpType::kXrcSend: return "XRC_INI";
+    case QpType::kXrcRecv: return "XRC_TGT";
+  }
+  return "?";
+}
+
 TransitionRule transition_rule(QpType type, QpState cur, QpState next) {
   return kTable.rule[idx(type)][idx(cur)][idx(next)];
+}
+
+uint32_t applicable_attributes(QpType type, uint32_t mask) {
+  switch (type) {
+    case QpType::kXrcSend: return mask & ~(kQpAttrMaxDestRdAtomic | kQpAttrMinRnrTimer);
+    case QpType::kXrcRecv:
+      return mask & ~(kQpAttrMaxQpRdAtomic | kQpAttrRetryCnt | kQpAttrRnrRetry);
+    default: return mask;
+  }
 }
 
 Errno check_transition(QpType type, QpState cur, uint32_t mask, QpState next) {

@@ -38,12 +38,14 @@ Opcode rc_write_opcode(const SendWqe& w, bool first, bool last) {
   return imm ? Opcode::kRcWriteLastImm : Opcode::kRcWriteLast;
 }
 
-// UC opcodes are the RC ones with the transport bits 001 (IBTA 9.2, table 35).
+// UC opcodes are the RC ones with the transport bits 001 (IBTA 9.2, table
+// 35). XRC's stay RC here: QpImpl::make_headers gives every packet of an XRC
+// QP its transport bits.
 constexpr uint8_t kUcTransportBits = 0x20;
 
 Opcode message_opcode(QpType type, const SendWqe& w, bool first, bool last) {
   Opcode rc = w.is_send() ? rc_send_opcode(w, first, last) : rc_write_opcode(w, first, last);
-  if (type == QpType::kRc) return rc;
+  if (type != QpType::kUc) return rc;
   return static_cast<Opcode>(static_cast<uint8_t>(rc) | kUcTransportBits);
 }
 
@@ -83,8 +85,8 @@ void Requester::run() {
 }
 
 uint32_t Requester::packets_in_flight() const {
-  // Only RC is acknowledged: a UC message of any length goes out whole.
-  if (qp_.type != QpType::kRc) return 0;
+  // Only reliable QPs are acknowledged: a UC message of any length goes out whole.
+  if (!is_reliable(qp_.type)) return 0;
   return static_cast<uint32_t>(packet::psn_diff(npsn_, qp_.completer.unacked_psn()));
 }
 
@@ -133,7 +135,7 @@ Requester::Step Requester::send_atomic() {
   const SendWqe& w = *wqe_;
   const bool cmp_swap = w.opcode == WrOpcode::kAtomicCmpSwp;
   packet::Headers h =
-      qp_.make_headers(cmp_swap ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd, npsn_);
+      request_headers(w, cmp_swap ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd, npsn_);
   h.bth.ack_req = true;
   h.atomic_eth.va = w.remote_addr;
   h.atomic_eth.rkey = w.rkey;
@@ -151,7 +153,7 @@ Requester::Step Requester::send_read_request() {
   // One request carries the whole read (or, after a rewind, the part not
   // yet received); the responder answers with packets_of() packets.
   const SendWqe& w = *wqe_;
-  packet::Headers h = qp_.make_headers(Opcode::kRcReadRequest, npsn_);
+  packet::Headers h = request_headers(w, Opcode::kRcReadRequest, npsn_);
   h.bth.ack_req = true;
   h.reth.va = w.remote_addr + send_offset_;
   h.reth.rkey = w.rkey;
@@ -167,7 +169,7 @@ Requester::Step Requester::send_read_request() {
 
 packet::Headers Requester::segment_headers(const SendWqe& w, uint32_t psn, bool first,
                                            bool last) const {
-  packet::Headers h = qp_.make_headers(message_opcode(qp_.type, w, first, last), psn);
+  packet::Headers h = request_headers(w, message_opcode(qp_.type, w, first, last), psn);
   if (first && !w.is_send()) {
     h.reth.va = w.remote_addr;
     h.reth.rkey = w.rkey;
@@ -231,7 +233,7 @@ Requester::Step Requester::send_run() {
   run.last = packets == 1 ? run.first
                           : segment_headers(w, packet::psn_add(npsn_, packets - 1), false, ends);
   // The responder acknowledges the run's end, as it would its last packet.
-  run.last.bth.ack_req = qp_.type == QpType::kRc;
+  run.last.bth.ack_req = is_reliable(qp_.type);
   if (packets == 1) run.first = run.last;
   ack_request_next_ = false;
   if (WcStatus st = qp_.describe(qp_.sq.sges_at(qp_.sq.next), w.num_sge, send_offset_, run.bytes,
@@ -287,7 +289,7 @@ WcStatus Requester::transmit_datagram(const SendWqe& w, const packet::Headers& h
 }
 
 Requester::Step Requester::segments_sent(SendWqe& w, uint64_t bytes, bool last) {
-  if (qp_.type == QpType::kRc) qp_.completer.arm_retransmit_timer();
+  if (is_reliable(qp_.type)) qp_.completer.arm_retransmit_timer();
   if (!last) {
     send_offset_ += bytes;
     return Step::kCheckLimits;
@@ -304,9 +306,9 @@ Requester::Step Requester::segments_sent(SendWqe& w, uint64_t bytes, bool last) 
 
 Requester::Step Requester::local_error(SendWqe& w, WcStatus status) {
   // IBTA 10.7.3.1: a local protection/length error completes the WR in
-  // error; an RC QP goes to ERR, a UC or UD QP's send queue to SQE.
+  // error; a reliable QP goes to ERR, a UC or UD QP's send queue to SQE.
   qp_.completer.complete(w, status);
-  if (qp_.type != QpType::kRc) {
+  if (!is_reliable(qp_.type)) {
     qp_.enter_send_queue_error();
     return Step::kStop;
   }
@@ -322,7 +324,7 @@ void Requester::finish_wqe() {
 
 void Requester::request_read_part(SendWqe& w, uint32_t psn, uint32_t packets) {
   const uint64_t offset = uint64_t(packet::psn_diff(psn, w.first_psn)) * qp_.mtu();
-  packet::Headers h = qp_.make_headers(Opcode::kRcReadRequest, psn);
+  packet::Headers h = request_headers(w, Opcode::kRcReadRequest, psn);
   h.bth.ack_req = true;
   h.reth.va = w.remote_addr + offset;
   h.reth.rkey = w.rkey;
@@ -332,6 +334,13 @@ void Requester::request_read_part(SendWqe& w, uint32_t psn, uint32_t packets) {
   ++qp_.counters.retransmitted_packets;
   w.read_stream_end = packet::psn_add(psn, packets - 1);
   qp_.completer.arm_retransmit_timer();
+}
+
+packet::Headers Requester::request_headers(const SendWqe& w, Opcode opcode, uint32_t psn) const {
+  packet::Headers h = qp_.make_headers(opcode, psn);
+  // Every XRC request names the XRC SRQ at the target (IBTA 9.3.1).
+  if (qp_.type == QpType::kXrcSend) h.xrc_srqn = w.xrc_remote_srqn & packet::kPsnMask;
+  return h;
 }
 
 void Requester::advance_psn(uint32_t to) {

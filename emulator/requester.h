@@ -64,6 +64,9 @@ class Requester {
   WcStatus transmit_datagram(const SendWqe& w, const packet::Headers& h, const WireAddress& to);
   bool run_fits(const SendWqe& w) const;
   packet::Headers segment_headers(const SendWqe& w, uint32_t psn, bool first, bool last) const;
+  // The headers of any request packet of `w`: an XRC initiator's name the
+  // target's XRC SRQ.
+  packet::Headers request_headers(const SendWqe& w, packet::Opcode opcode, uint32_t psn) const;
   // A segment (or a run) went out: the offset moves, the WQE may be done.
   Step segments_sent(SendWqe& w, uint64_t bytes, bool last);
   // A local protection or length error while reading the WQE's buffers.

@@ -119,6 +119,7 @@ Responder::Step Responder::duplicate(Request& r) {
       }
       return Step::kDone;
     case Operation::kReadRequest:
+      if (qp_.type == QpType::kXrcRecv && !enter_xrc_srq(h.xrc_srqn)) return Step::kDone;
       if (qp_.remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteRead))
         send_read_response(h.bth.psn, h.reth.rkey, h.reth.va, h.reth.dma_len);
       return Step::kDone;
@@ -148,6 +149,9 @@ Responder::Step Responder::execute(Request& r) {
     }
     if (uc_dropping_) return Step::kDone;
   }
+  // XRC: a request for an SRQ outside the target's domain is invalid.
+  if (qp_.type == QpType::kXrcRecv && !enter_xrc_srq(r.h.xrc_srqn))
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   switch (r.info.operation) {
     case Operation::kSend: return Step::kExecuteSend;
     case Operation::kWrite: return Step::kExecuteWrite;

@@ -49,6 +49,9 @@ class Responder {
   void flush();
   // The next receive WQE (the one held, or the next one) completes in error.
   void fail_receive(WcStatus status);
+  // XRC target: the SRQ it delivers into is being destroyed; forget it and
+  // the WQE held from it (responder_xrc.cc).
+  void leave_xrc_srq();
 
   uint32_t expected_psn() const { return epsn_; }
 
@@ -100,6 +103,10 @@ class Responder {
   void retire_receive();
   void drop_uc_message();
   bool is_uc() const;
+  // XRC target (responder_xrc.cc): takes receive WQEs, memory protection
+  // and completions from the XRC SRQ a request names. false (nothing
+  // changed) when no SRQ of the target's domain has that number.
+  bool enter_xrc_srq(uint32_t srqn);
 
   QpImpl& qp_;
   uint32_t epsn_ = 0;            // expected PSN

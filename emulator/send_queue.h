@@ -47,6 +47,7 @@ struct SendWqe {
   bool done = false;
   WcStatus status = WcStatus::kSuccess;
   DatagramDestination ud;  // UD only
+  uint32_t xrc_remote_srqn = 0;  // XRC initiator only
 
   bool is_read() const { return opcode == WrOpcode::kRdmaRead; }
   bool is_atomic() const {

@@ -4,19 +4,23 @@
 #include <cerrno>
 
 #include "emulator/hca_impl.h"
+#include "emulator/qp_impl.h"
 #include "emulator/srq_impl.h"
 
 namespace softverbs {
 
 std::unique_ptr<Srq> Hca::create_srq(Pd& pd, SrqInit& init, Errno& err) {
   const DeviceAttributes& a = impl_->attributes;
-  if (init.max_wr == 0 || init.max_wr > a.max_srq_wr || init.max_sge > a.max_srq_sge) {
+  if (init.max_wr == 0 || init.max_wr > a.max_srq_wr || init.max_sge > a.max_srq_sge ||
+      (init.xrcd && !init.cq)) {
     err = EINVAL;
     return nullptr;
   }
   auto impl = std::make_unique<Srq::Impl>();
   impl->hca = this;
   impl->pd = &pd;
+  impl->xrcd = init.xrcd;
+  impl->cq = init.xrcd ? init.cq : nullptr;
   init.max_sge = std::max(init.max_sge, 1u);  // as HCAs round up
   impl->queue.configure(init.max_wr, init.max_sge);
   if (!impl->queue.allocate()) {
@@ -26,14 +30,51 @@ std::unique_ptr<Srq> Hca::create_srq(Pd& pd, SrqInit& init, Errno& err) {
   // ibv_create_srq(3): the limit given at creation is irrelevant; an SRQ
   // starts disarmed.
   init.limit = 0;
+  auto srq = std::unique_ptr<Srq>(new Srq(std::move(impl)));
+  {
+    std::lock_guard lock(impl_->srq_table_mutex);
+    uint32_t srqn = impl_->next_srqn++ & 0xffffff;
+    while (srqn == 0 || impl_->find_srq_locked(srqn)) srqn = impl_->next_srqn++ & 0xffffff;
+    srq->impl().srqn = srqn;
+    impl_->srqs_by_number[srqn] = srq.get();
+  }
   pd.users.fetch_add(1);
+  if (init.xrcd) {
+    init.xrcd->users.fetch_add(1);
+    init.cq->users.fetch_add(1);
+  }
   err = 0;
-  return std::unique_ptr<Srq>(new Srq(std::move(impl)));
+  return srq;
 }
 
 Srq::Srq(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->self = this; }
 
-Srq::~Srq() { impl_->pd->users.fetch_sub(1); }
+Srq::~Srq() {
+  Hca::Impl& hca = impl_->hca->impl();
+  {
+    std::lock_guard lock(hca.srq_table_mutex);
+    hca.srqs_by_number.erase(impl_->srqn);
+  }
+  {
+    std::lock_guard lock(hca.objects_mutex);
+    // A target QP in the middle of a message into this SRQ loses it: the
+    // message's WQE is gone with the SRQ, as on an HCA.
+    if (impl_->xrcd) {
+      for (QpImpl* qp : hca.qps) {
+        if (qp->type != QpType::kXrcRecv) continue;
+        std::lock_guard qp_lock(qp->mutex);
+        if (qp->srq == this) qp->responder.leave_xrc_srq();
+      }
+    }
+  }
+  impl_->pd->users.fetch_sub(1);
+  if (impl_->xrcd) {
+    impl_->xrcd->users.fetch_sub(1);
+    impl_->cq->users.fetch_sub(1);
+  }
+}
+
+uint32_t Srq::srqn() const { return impl_->srqn; }
 
 Errno Srq::post_recv(const RecvRequest& wr) {
   std::lock_guard lock(impl_->mutex);

@@ -18,6 +18,9 @@ struct Srq::Impl {
   Hca* hca = nullptr;
   Pd* pd = nullptr;
   Srq* self = nullptr;
+  uint32_t srqn = 0;
+  Xrcd* xrcd = nullptr;  // XRC SRQs only, with their CQ
+  Cq* cq = nullptr;
   RecvQueue queue;
   uint32_t limit = 0;  // armed while non-zero (IBTA 10.2.9.2)
 

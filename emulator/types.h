@@ -15,7 +15,17 @@ class Ah;
 // Errors are values: 0 on success, else a positive errno (EINVAL, ENOMEM, ...).
 using Errno = int;
 
-enum class QpType : uint8_t { kRc, kUc, kUd };
+// kXrcSend and kXrcRecv are the two halves of an XRC connection (IBTA
+// 9.8.4 / 11.2.4): the initiator sends, the target only responds and takes
+// each message's receive WQE from the XRC SRQ the packet names.
+enum class QpType : uint8_t { kRc, kUc, kUd, kXrcSend, kXrcRecv };
+
+// "RC", "UC", "UD", "XRC_INI", "XRC_TGT" (qp_state.cc).
+const char* to_string(QpType type);
+
+constexpr bool is_xrc(QpType t) { return t == QpType::kXrcSend || t == QpType::kXrcRecv; }
+// Acknowledged, retransmitted, READs and atomics: RC and both XRC halves.
+constexpr bool is_reliable(QpType t) { return t == QpType::kRc || is_xrc(t); }
 
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 
@@ -162,6 +172,8 @@ struct SendRequest {
   const Ah* ah = nullptr;
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
+  // XRC initiator only: the XRC SRQ at the target that receives the message.
+  uint32_t xrc_remote_srqn = 0;
 };
 
 struct RecvRequest {

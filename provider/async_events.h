@@ -24,6 +24,8 @@ struct ContextObjects {
   std::unordered_map<const Qp*, SoftQp*> qps;
   std::unordered_map<const Srq*, SoftSrq*> srqs;
   std::unordered_set<SoftAh*> ahs;
+  std::unordered_set<SoftXrcd*> xrcds;
+  std::unordered_set<SoftQp*> opened_qps;  // ibv_open_qp handles: no events
 };
 
 bool is_qp_event(ibv_event_type type);

@@ -27,8 +27,6 @@ constexpr uint64_t kRcSendOps = kUcSendOps | IBV_QP_EX_WITH_SEND_WITH_INV |
                                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 constexpr uint64_t kUdSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 
-bool is_xrc(int qp_type) { return qp_type == IBV_QPT_XRC_SEND || qp_type == IBV_QPT_XRC_RECV; }
-
 bool is_zero_hash(const ibv_rx_hash_conf& conf) {
   return conf.rx_hash_function == 0 && conf.rx_hash_key_len == 0 && !conf.rx_hash_key &&
          conf.rx_hash_fields_mask == 0;
@@ -41,7 +39,6 @@ Errno check_qp_offloads(const ibv_qp_init_attr_ex& attr) {
     if (attr.create_flags & ~kKnownQpCreateFlags) return EINVAL;
     return EOPNOTSUPP;
   }
-  if ((mask & IBV_QP_INIT_ATTR_XRCD) && attr.xrcd) return EOPNOTSUPP;
   if ((mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) && attr.max_tso_header) return EOPNOTSUPP;
   if ((mask & IBV_QP_INIT_ATTR_IND_TABLE) && attr.rwq_ind_tbl) return EOPNOTSUPP;
   if ((mask & IBV_QP_INIT_ATTR_RX_HASH) && !is_zero_hash(attr.rx_hash_conf)) return EOPNOTSUPP;
@@ -56,6 +53,8 @@ Errno check_send_ops(int qp_type, uint64_t send_ops) {
     case IBV_QPT_RC: type = QpType::kRc; break;
     case IBV_QPT_UC: type = QpType::kUc; break;
     case IBV_QPT_UD: type = QpType::kUd; break;
+    case IBV_QPT_XRC_SEND: type = QpType::kXrcSend; break;
+    case IBV_QPT_XRC_RECV: type = QpType::kXrcRecv; break;
     default: return 0;
   }
   return (send_ops & ~supported_send_ops(type)) ? EOPNOTSUPP : 0;
@@ -68,6 +67,8 @@ uint64_t supported_send_ops(QpType type) {
     case QpType::kRc: return kRcSendOps;
     case QpType::kUc: return kUcSendOps;
     case QpType::kUd: return kUdSendOps;
+    case QpType::kXrcSend: return kRcSendOps;
+    case QpType::kXrcRecv: return 0;  // a target sends nothing
   }
   return 0;
 }
@@ -75,9 +76,13 @@ uint64_t supported_send_ops(QpType type) {
 Errno check_create_qp_ex(const ibv_qp_init_attr_ex& attr) {
   const uint32_t mask = attr.comp_mask;
   if (mask & ~kKnownQpInitAttrMask) return EINVAL;
-  if (!(mask & IBV_QP_INIT_ATTR_PD) || !attr.pd) return EINVAL;
   const int qp_type = static_cast<int>(attr.qp_type);
-  if (is_xrc(qp_type)) return EOPNOTSUPP;  // no XRC domains on a soft device
+  // A target belongs to an XRC domain; every other QP to a PD.
+  if (qp_type == IBV_QPT_XRC_RECV) {
+    if (!(mask & IBV_QP_INIT_ATTR_XRCD) || !attr.xrcd) return EINVAL;
+  } else if (!(mask & IBV_QP_INIT_ATTR_PD) || !attr.pd) {
+    return EINVAL;
+  }
   if (Errno err = check_qp_offloads(attr)) return err;
   if (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) return check_send_ops(qp_type, attr.send_ops_flags);
   return 0;

@@ -67,9 +67,16 @@ struct SoftAh {
   std::unique_ptr<Ah> ah;
 };
 
+struct SoftXrcd {
+  ibv_xrcd ibv;
+  std::shared_ptr<Xrcd> xrcd;
+  bool opened_on_file = false;
+};
+
 struct SoftSrq {
   ibv_srq ibv;
   std::unique_ptr<Srq> srq;
+  std::shared_ptr<Xrcd> xrcd;  // an XRC SRQ keeps its domain
   uint32_t async_events_delivered = 0;  // see SoftCq; acked in ibv.events_completed
 };
 
@@ -81,7 +88,11 @@ struct SoftQp {
     ibv_qp_ex ibv_ex;
     ibv_qp ibv;
   };
-  std::unique_ptr<Qp> qp;
+  // Shared by the handles of an XRC target QP (ibv_open_qp); one owner
+  // for every other QP.
+  std::shared_ptr<Qp> qp;
+  std::shared_ptr<Xrcd> xrcd;  // an XRC target keeps its domain
+  bool opened = false;         // a handle from ibv_open_qp
   bool sq_sig_all = false;
   uint32_t async_events_delivered = 0;  // see SoftCq; acked in ibv.events_completed
   // The WRs the ibv_wr_* builders assemble; only on a QP that has an

@@ -100,6 +100,10 @@ void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, uint32_t remote_qpn, uint32_t re
   set(qpx, [&](SendWrBatch& batch) { batch.set_ud_addr(ah, remote_qpn, remote_qkey); });
 }
 
+void wr_set_xrc_srqn(ibv_qp_ex* qpx, uint32_t remote_srqn) {
+  set(qpx, [&](SendWrBatch& batch) { batch.set_xrc_srqn(remote_srqn); });
+}
+
 void wr_start(ibv_qp_ex* qpx) {
   batch_of(qpx).start();
 }
@@ -148,11 +152,10 @@ void install_send_wr_builders(SoftQp& qp, uint64_t send_ops) {
                              refuse<uint32_t, uint64_t, uint64_t, uint64_t>);
   x.wr_atomic_fetch_add = pick(send_ops, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
                                wr_atomic_fetch_add, refuse<uint32_t, uint64_t, uint64_t>);
-  // No memory windows, TSO, XRC or atomic write on a soft QP yet.
+  // No memory windows, TSO or atomic write on a soft QP yet.
   x.wr_bind_mw = refuse<ibv_mw*, uint32_t, const ibv_mw_bind_info*>;
   x.wr_local_inv = refuse<uint32_t>;
   x.wr_send_tso = refuse<void*, uint16_t, uint16_t>;
-  x.wr_set_xrc_srqn = refuse<uint32_t>;
   x.wr_atomic_write = refuse<uint32_t, uint64_t, const void*>;
 
   x.wr_set_sge = wr_set_sge;
@@ -160,6 +163,7 @@ void install_send_wr_builders(SoftQp& qp, uint64_t send_ops) {
   x.wr_set_inline_data = wr_set_inline_data;
   x.wr_set_inline_data_list = wr_set_inline_data_list;
   x.wr_set_ud_addr = wr_set_ud_addr;
+  x.wr_set_xrc_srqn = wr_set_xrc_srqn;
   x.wr_start = wr_start;
   x.wr_complete = wr_complete;
   x.wr_abort = wr_abort;

@@ -20,6 +20,16 @@ ibv_qp* soft_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     errno = err;
     return nullptr;
   }
+  if (attr->qp_type == IBV_QPT_XRC_RECV) {
+    if (attr->xrcd->context != context) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    // A target posts nothing: it has no ibv_qp_ex builders to install.
+    SoftQp* qp = errno_on_exception([&] { return create_soft_xrc_target_qp(*soft, *attr); },
+                                    static_cast<SoftQp*>(nullptr));
+    return qp ? &qp->ibv : nullptr;
+  }
   if (attr->pd->context != context) {
     errno = EINVAL;
     return nullptr;

@@ -52,18 +52,22 @@ std::unique_ptr<Qp> create_hca_qp(SoftContext& context, ibv_pd* pd,
     errno = err;
     return nullptr;
   }
-  if (!is_cq_of(attr.send_cq, pd->context) || !is_cq_of(attr.recv_cq, pd->context) ||
-      (attr.srq && attr.srq->context != pd->context)) {
+  // An XRC initiator receives nothing (its receive CQ and SRQ are ignored,
+  // as the kernel ignores them); a target is made from an XRCD instead.
+  const bool receives = type != QpType::kXrcSend;
+  if (type == QpType::kXrcRecv || !is_cq_of(attr.send_cq, pd->context) ||
+      (receives && !is_cq_of(attr.recv_cq, pd->context)) ||
+      (receives && attr.srq && attr.srq->context != pd->context)) {
     errno = EINVAL;
     return nullptr;
   }
   Hca::QpInit init;
   init.type = type;
   init.send_cq = soft_of<SoftCq>(attr.send_cq)->cq.get();
-  init.recv_cq = soft_of<SoftCq>(attr.recv_cq)->cq.get();
+  if (receives) init.recv_cq = soft_of<SoftCq>(attr.recv_cq)->cq.get();
   init.cap = from_ibv_qp_cap(attr.cap);
   init.sq_sig_all = attr.sq_sig_all != 0;
-  if (attr.srq) init.srq = soft_of<SoftSrq>(attr.srq)->srq.get();
+  if (receives && attr.srq) init.srq = soft_of<SoftSrq>(attr.srq)->srq.get();
   Errno err = 0;
   std::unique_ptr<Qp> qp = context.hca->create_qp(*soft_of<SoftPd>(pd)->pd, init, err);
   if (!qp) {
@@ -77,12 +81,13 @@ std::unique_ptr<Qp> create_hca_qp(SoftContext& context, ibv_pd* pd,
 }
 
 void fill_ibv_qp(ibv_qp& ibv, ibv_pd* pd, const ibv_qp_init_attr_ex& attr, uint32_t qpn) {
+  const bool receives = attr.qp_type != IBV_QPT_XRC_SEND;
   ibv.context = pd->context;
   ibv.qp_context = attr.qp_context;
   ibv.pd = pd;
   ibv.send_cq = attr.send_cq;
-  ibv.recv_cq = attr.recv_cq;
-  ibv.srq = attr.srq;
+  ibv.recv_cq = receives ? attr.recv_cq : nullptr;
+  ibv.srq = receives ? attr.srq : nullptr;
   ibv.handle = qpn;
   ibv.qp_num = qpn;
   ibv.state = IBV_QPS_RESET;
@@ -113,7 +118,11 @@ SoftQp* create_soft_qp(SoftContext& context, ibv_pd* pd, ibv_qp_init_attr_ex& at
 void destroy_soft_qp(SoftContext& context, SoftQp* qp, bool wait_for_acks) {
   {
     std::lock_guard lock(context.objects.mutex);
-    context.objects.qps.erase(qp->qp.get());
+    if (qp->opened) {
+      context.objects.opened_qps.erase(qp);
+    } else {
+      context.objects.qps.erase(qp->qp.get());
+    }
   }
   context.async_events.forget(&qp->ibv);
   qp->qp.reset();

@@ -80,6 +80,10 @@ void SendWrBatch::set_ud_addr(ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_q
   pending->wr.wr.ud.remote_qkey = remote_qkey;
 }
 
+void SendWrBatch::set_xrc_srqn(uint32_t remote_srqn) {
+  if (PendingWr* pending = last()) pending->wr.qp_type.xrc.remote_srqn = remote_srqn;
+}
+
 ibv_send_wr SendWrBatch::view_of(const PendingWr& pending, ibv_sge& inline_sge) const {
   ibv_send_wr wr = pending.wr;
   wr.next = nullptr;

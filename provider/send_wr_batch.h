@@ -42,6 +42,7 @@ class SendWrBatch {
   void set_sge_list(const ibv_sge* list, size_t count);
   void set_inline_data(const ibv_data_buf* buffers, size_t count);
   void set_ud_addr(ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey);
+  void set_xrc_srqn(uint32_t remote_srqn);
 
   // Makes complete() fail with `err` (the first error recorded wins).
   void fail(Errno err);

@@ -57,6 +57,7 @@ Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendReque
   if (qp && qp->qp_type == IBV_QPT_UD) {
     if (Errno err = translate_datagram_address(*qp, wr, out)) return err;
   }
+  if (qp && qp->qp_type == IBV_QPT_XRC_SEND) out.xrc_remote_srqn = wr.qp_type.xrc.remote_srqn;
   if (Errno err = from_ibv_sge_list(wr.sg_list, wr.num_sge, room.sges)) return err;
   out.sges = std::span<const Sge>(room.sges, static_cast<size_t>(wr.num_sge));
   out.inline_data = {};

@@ -58,6 +58,11 @@ void destroy_soft_srq(SoftContext& context, SoftSrq* srq, bool wait_for_acks);
 void destroy_soft_ah(SoftContext& context, SoftAh* ah);
 // The extended-verbs op of SRQs (ibv_create_srq_ex).
 void set_srq_ops(verbs_context& vctx);
+// The XRC ops (xrc_verbs.cc): open/close_xrcd, open_qp, get_srq_num.
+void set_xrc_ops(verbs_context& vctx);
+// An XRC target QP in attr.xrcd (a soft XRCD of this context); attr.cap is
+// zeroed. nullptr with errno set on failure.
+SoftQp* create_soft_xrc_target_qp(SoftContext& context, ibv_qp_init_attr_ex& attr);
 
 // The ops the inline verbs reach through the context (fast path: no
 // allocation, no locks of the provider's own).

@@ -11,16 +11,28 @@
 namespace softverbs::provider {
 namespace {
 
-// The SRQ attributes ibv_create_srq_ex may carry; the rest (XRC, tag
-// matching) a soft device does not have.
+// The SRQ attributes ibv_create_srq_ex may carry; of them, tag matching a
+// soft device does not have.
 constexpr uint32_t kKnownSrqInitMask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
                                        IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
                                        IBV_SRQ_INIT_ATTR_TM;
+constexpr uint32_t kXrcSrqMask = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+
+// An XRC SRQ's domain and CQ (ibv_create_srq_ex(3)), both of `context`.
+struct XrcParts {
+  SoftXrcd* xrcd = nullptr;
+  ibv_cq* cq = nullptr;
+};
 
 ibv_srq* create_soft_srq(SoftContext& context, ibv_pd* pd, ibv_srq_attr& attr,
-                         void* srq_context) {
+                         void* srq_context, XrcParts xrc = {}) {
   Hca::SrqInit init{attr.max_wr, attr.max_sge, attr.srq_limit};
   std::unique_ptr<SoftSrq> srq(new SoftSrq{});
+  if (xrc.xrcd) {
+    srq->xrcd = xrc.xrcd->xrcd;
+    init.xrcd = srq->xrcd.get();
+    init.cq = soft_of<SoftCq>(xrc.cq)->cq.get();
+  }
   Errno err = 0;
   srq->srq = context.hca->create_srq(*soft_of<SoftPd>(pd)->pd, init, err);
   if (!srq->srq) {
@@ -52,17 +64,26 @@ ibv_srq* soft_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
-    errno = EOPNOTSUPP;  // XRC and tag-matching SRQs are not supported
+  const bool typed = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
+  const bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
+  if ((typed && attr->srq_type != IBV_SRQT_BASIC && !xrc) ||
+      (attr->comp_mask & IBV_SRQ_INIT_ATTR_TM)) {
+    errno = EOPNOTSUPP;  // tag-matching SRQs are not supported
     return nullptr;
   }
-  if (attr->comp_mask & (IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_TM)) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+  XrcParts parts;
+  if (xrc) {
+    // ibv_create_srq_ex(3): an XRC SRQ needs its domain and its CQ.
+    if ((attr->comp_mask & kXrcSrqMask) != kXrcSrqMask || !attr->xrcd || !attr->cq ||
+        attr->xrcd->context != context || attr->cq->context != context) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    parts = XrcParts{reinterpret_cast<SoftXrcd*>(attr->xrcd), attr->cq};
   }
   SoftContext& soft = *soft_context(context);
   return errno_on_exception(
-      [&] { return create_soft_srq(soft, attr->pd, attr->attr, attr->srq_context); },
+      [&] { return create_soft_srq(soft, attr->pd, attr->attr, attr->srq_context, parts); },
       static_cast<ibv_srq*>(nullptr));
 }
 

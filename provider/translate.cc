@@ -225,9 +225,9 @@ Errno from_ibv_qp_type(int type, QpType& out) {
     case IBV_QPT_RC: out = QpType::kRc; return 0;
     case IBV_QPT_UC: out = QpType::kUc; return 0;
     case IBV_QPT_UD: out = QpType::kUd; return 0;
+    case IBV_QPT_XRC_SEND: out = QpType::kXrcSend; return 0;
+    case IBV_QPT_XRC_RECV: out = QpType::kXrcRecv; return 0;
     case IBV_QPT_RAW_PACKET:
-    case IBV_QPT_XRC_SEND:
-    case IBV_QPT_XRC_RECV:
     case IBV_QPT_DRIVER:
       return EOPNOTSUPP;
     default:
@@ -240,6 +240,8 @@ ibv_qp_type to_ibv_qp_type(QpType type) {
     case QpType::kRc: return IBV_QPT_RC;
     case QpType::kUc: return IBV_QPT_UC;
     case QpType::kUd: return IBV_QPT_UD;
+    case QpType::kXrcSend: return IBV_QPT_XRC_SEND;
+    case QpType::kXrcRecv: return IBV_QPT_XRC_RECV;
   }
   return IBV_QPT_RC;
 }

@@ -40,7 +40,7 @@ void write_qp(std::ostringstream& out, QpImpl& qp) {
   std::lock_guard lock(qp.mutex);
   char qpn[16];
   std::snprintf(qpn, sizeof qpn, "0x%06x", qp.qpn);
-  out << "  qp " << qpn << " " << (qp.type == QpType::kRc ? "RC" : "UC") << " "
+  out << "  qp " << qpn << " " << to_string(qp.type) << " "
       << to_string(qp.attr.state) << ":";
   write_counters(out, qp.counters);
   out << "    send_queue posted=" << qp.sq.tail - qp.sq.head

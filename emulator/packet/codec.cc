@@ -110,6 +110,13 @@ struct ExtensionLayout {
 
 // In wire order after the BTH.
 constexpr ExtensionLayout kExtensionLayout[] = {
+    // XRCETH: rsv(8) XRCSRQ(24).
+    {kHdrXrceth, 4,
+     [](uint8_t* p, const Headers& h) {
+       p[0] = 0;
+       store_be24(p + 1, h.xrc_srqn & kPsnMask);
+     },
+     [](const uint8_t* p, Headers& h) { h.xrc_srqn = load_be24(p + 1); }},
     // DETH: Q_Key(32) rsv(8) SrcQP(24).
     {kHdrDeth, 8,
      [](uint8_t* p, const Headers& h) {
@@ -180,8 +187,8 @@ constexpr ExtensionLayout kExtensionLayout[] = {
 };
 
 // Total extension header bytes for every combination of HeaderBits.
-constexpr size_t kHeaderBitCombinations = 128;
-static_assert(kHdrDeth < kHeaderBitCombinations && kHdrIeth < kHeaderBitCombinations,
+constexpr size_t kHeaderBitCombinations = 256;
+static_assert(kHdrXrceth < kHeaderBitCombinations && kHdrDeth < kHeaderBitCombinations,
               "a new HeaderBits value needs a larger kExtensionBytes table");
 constexpr std::array<uint8_t, kHeaderBitCombinations> kExtensionBytes = [] {
   std::array<uint8_t, kHeaderBitCombinations> bytes{};

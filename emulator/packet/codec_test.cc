@@ -252,6 +252,7 @@ Headers random_headers(Opcode opcode, bool has_grh, std::mt19937_64& rng) {
   h.deth = {.qkey = r32(), .src_qp = r32()};
   h.imm_data = r32();
   h.ieth_rkey = r32();
+  h.xrc_srqn = r32();
   return h;
 }
 
@@ -282,6 +283,7 @@ Headers expected_after_round_trip(Headers h, size_t payload_bytes) {
   if (!(present & kHdrDeth)) h.deth = Deth{};
   if (!(present & kHdrImmDt)) h.imm_data = 0;
   if (!(present & kHdrIeth)) h.ieth_rkey = 0;
+  h.xrc_srqn = (present & kHdrXrceth) ? h.xrc_srqn & kPsnMask : 0;
   return h;
 }
 

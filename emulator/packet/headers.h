@@ -47,7 +47,34 @@ enum class Opcode : uint8_t {
   kUcWriteOnlyImm = 0x2b,
   kUdSendOnly = 0x64,
   kUdSendOnlyImm = 0x65,
+  // XRC opcodes are the RC ones with the transport bits 101: xrc_opcode().
 };
+
+// IBTA 9.2, table 35: XRC (0xA0-0xB7) mirrors RC (0x00-0x17).
+constexpr uint8_t kXrcTransportBits = 0xa0;
+constexpr Opcode xrc_opcode(Opcode rc) {
+  return static_cast<Opcode>(static_cast<uint8_t>(rc) | kXrcTransportBits);
+}
+// The RC opcode an XRC one mirrors; any other opcode unchanged.
+constexpr Opcode rc_counterpart(Opcode op) {
+  const uint8_t raw = static_cast<uint8_t>(op);
+  return (raw & 0xe0) == kXrcTransportBits ? static_cast<Opcode>(raw & 0x1f) : op;
+}
+
+// The transport an opcode belongs to (its upper three bits).
+enum class Transport : uint8_t { kRc, kUc, kUd, kXrc };
+
+// The transport of a QP type's packets: both XRC halves speak XRC.
+constexpr Transport transport_of(QpType type) {
+  switch (type) {
+    case QpType::kRc: return Transport::kRc;
+    case QpType::kUc: return Transport::kUc;
+    case QpType::kUd: return Transport::kUd;
+    case QpType::kXrcSend:
+    case QpType::kXrcRecv: return Transport::kXrc;
+  }
+  return Transport::kRc;
+}
 
 // Which extension headers follow the BTH (bit set), per opcode.
 enum HeaderBits : uint16_t {
@@ -58,6 +85,7 @@ enum HeaderBits : uint16_t {
   kHdrImmDt = 1u << 4,
   kHdrIeth = 1u << 5,
   kHdrDeth = 1u << 6,
+  kHdrXrceth = 1u << 7,
 };
 
 // Where a packet sits in its message.
@@ -74,7 +102,7 @@ struct OpcodeInfo {
   bool has_payload = false;
   Position position = Position::kOnly;
   Operation operation = Operation::kSend;
-  QpType transport = QpType::kRc;
+  Transport transport = Transport::kRc;
   bool is_request = true;      // false for responses and acknowledgements
 };
 
@@ -178,6 +206,7 @@ struct Headers {
   Deth deth;
   uint32_t imm_data = 0;  // kept in network byte order, as applications see it
   uint32_t ieth_rkey = 0;
+  uint32_t xrc_srqn = 0;  // XRCETH (24 bits): the XRC SRQ a request is for
 
   bool operator==(const Headers&) const = default;
 };

@@ -22,7 +22,7 @@ struct Row {
 
 constexpr Row row(Opcode opcode, const char* name, uint16_t headers,
                   bool has_payload, Position position, Operation operation,
-                  QpType transport, bool is_request) {
+                  Transport transport, bool is_request) {
   return {opcode,
           {name, headers, has_payload, position, operation, transport,
            is_request}};
@@ -31,9 +31,9 @@ constexpr Row row(Opcode opcode, const char* name, uint16_t headers,
 using enum Opcode;
 using enum Position;
 using enum Operation;
-constexpr QpType kRc = QpType::kRc;
-constexpr QpType kUc = QpType::kUc;
-constexpr QpType kUd = QpType::kUd;
+constexpr Transport kRc = Transport::kRc;
+constexpr Transport kUc = Transport::kUc;
+constexpr Transport kUd = Transport::kUd;
 
 constexpr Row kRows[] = {
     // Reliable Connection.
@@ -78,10 +78,31 @@ constexpr Row kRows[] = {
     row(kUdSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", kHdrDeth | kHdrImmDt, kPayload, kOnly, kSend, kUd, kRequest),
 };
 
+// XRC (IBTA 9.2, table 35): every RC opcode with the transport bits 101 and,
+// on requests, the XRCETH naming the target's XRC SRQ (IBTA 9.3.1).
+constexpr const char* kXrcNames[] = {
+    "XRC_SEND_FIRST", "XRC_SEND_MIDDLE", "XRC_SEND_LAST", "XRC_SEND_LAST_WITH_IMMEDIATE",
+    "XRC_SEND_ONLY", "XRC_SEND_ONLY_WITH_IMMEDIATE", "XRC_RDMA_WRITE_FIRST",
+    "XRC_RDMA_WRITE_MIDDLE", "XRC_RDMA_WRITE_LAST", "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+    "XRC_RDMA_WRITE_ONLY", "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", "XRC_RDMA_READ_REQUEST",
+    "XRC_RDMA_READ_RESPONSE_FIRST", "XRC_RDMA_READ_RESPONSE_MIDDLE",
+    "XRC_RDMA_READ_RESPONSE_LAST", "XRC_RDMA_READ_RESPONSE_ONLY", "XRC_ACKNOWLEDGE",
+    "XRC_ATOMIC_ACKNOWLEDGE", "XRC_CMP_SWAP", "XRC_FETCH_ADD", nullptr,
+    "XRC_SEND_LAST_WITH_INVALIDATE", "XRC_SEND_ONLY_WITH_INVALIDATE",
+};
+
 // Indexed by the raw opcode byte; rows not listed keep name == nullptr.
 constexpr std::array<OpcodeInfo, 256> kTable = [] {
   std::array<OpcodeInfo, 256> table{};
   for (const Row& r : kRows) table[static_cast<uint8_t>(r.opcode)] = r.info;
+  for (uint8_t rc = 0; rc < std::size(kXrcNames); ++rc) {
+    if (!table[rc].name) continue;
+    OpcodeInfo xrc = table[rc];
+    xrc.name = kXrcNames[rc];
+    xrc.transport = Transport::kXrc;
+    if (xrc.is_request) xrc.headers |= kHdrXrceth;
+    table[rc | kXrcTransportBits] = xrc;
+  }
   return table;
 }();
 

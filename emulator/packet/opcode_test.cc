@@ -45,12 +45,16 @@ TEST(OpcodeTable, EveryOtherByteIsUnknown) {
 TEST(OpcodeTable, TransportFollowsTheUpperThreeBits) {
   for (Opcode opcode : kAllOpcodes) {
     const uint8_t prefix = static_cast<uint8_t>(opcode) >> 5;
-    const QpType expected = prefix == 0   ? QpType::kRc
-                            : prefix == 1 ? QpType::kUc
-                                          : QpType::kUd;
-    EXPECT_TRUE(prefix == 0 || prefix == 1 || prefix == 3) << int(opcode);
+    const Transport expected = prefix == 0   ? Transport::kRc
+                               : prefix == 1 ? Transport::kUc
+                               : prefix == 3 ? Transport::kUd
+                                             : Transport::kXrc;
+    EXPECT_TRUE(prefix == 0 || prefix == 1 || prefix == 3 || prefix == 5) << int(opcode);
     EXPECT_EQ(info(opcode).transport, expected) << info(opcode).name;
-    const char* name_prefix = prefix == 0 ? "RC_" : prefix == 1 ? "UC_" : "UD_";
+    const char* name_prefix = prefix == 0   ? "RC_"
+                              : prefix == 1 ? "UC_"
+                              : prefix == 3 ? "UD_"
+                                            : "XRC_";
     EXPECT_EQ(std::string(info(opcode).name).rfind(name_prefix, 0), 0u)
         << info(opcode).name;
   }
@@ -58,8 +62,10 @@ TEST(OpcodeTable, TransportFollowsTheUpperThreeBits) {
 
 // IBTA 9.3: which opcodes carry which extension header.
 TEST(OpcodeTable, ExtensionHeadersPerIbta) {
-  for (Opcode opcode : kAllOpcodes) {
-    const uint16_t headers = info(opcode).headers;
+  for (Opcode listed : kAllOpcodes) {
+    const uint16_t headers = info(listed).headers;
+    // XRC carries what its RC counterpart carries, plus the XRCETH on requests.
+    const Opcode opcode = rc_counterpart(listed);
     const bool imm = name_contains(opcode, "IMMEDIATE");
     const bool inv = name_contains(opcode, "INVALIDATE");
     const bool reth = opcode == Opcode::kRcWriteFirst ||
@@ -76,8 +82,10 @@ TEST(OpcodeTable, ExtensionHeadersPerIbta) {
                       opcode == Opcode::kRcAtomicAcknowledge;
     const bool atomic = opcode == Opcode::kRcCompareSwap ||
                         opcode == Opcode::kRcFetchAdd;
-    const bool deth = info(opcode).transport == QpType::kUd;
-    SCOPED_TRACE(info(opcode).name);
+    const bool deth = info(listed).transport == Transport::kUd;
+    const bool xrceth = info(listed).transport == Transport::kXrc && info(listed).is_request;
+    SCOPED_TRACE(info(listed).name);
+    EXPECT_EQ(bool(headers & kHdrXrceth), xrceth);
     EXPECT_EQ(bool(headers & kHdrImmDt), imm);
     EXPECT_EQ(bool(headers & kHdrIeth), inv);
     EXPECT_EQ(bool(headers & kHdrReth), reth);
@@ -90,13 +98,14 @@ TEST(OpcodeTable, ExtensionHeadersPerIbta) {
 }
 
 TEST(OpcodeTable, PayloadOnlyOnDataCarryingOpcodes) {
-  for (Opcode opcode : kAllOpcodes) {
+  for (Opcode listed : kAllOpcodes) {
+    const Opcode opcode = rc_counterpart(listed);
     const bool none = opcode == Opcode::kRcReadRequest ||
                       opcode == Opcode::kRcAcknowledge ||
                       opcode == Opcode::kRcAtomicAcknowledge ||
                       opcode == Opcode::kRcCompareSwap ||
                       opcode == Opcode::kRcFetchAdd;
-    EXPECT_EQ(info(opcode).has_payload, !none) << info(opcode).name;
+    EXPECT_EQ(info(listed).has_payload, !none) << info(listed).name;
   }
 }
 
@@ -139,7 +148,7 @@ TEST(OpcodeTable, OnlyResponsesAndAcknowledgementsAreNotRequests) {
 // IBTA 9.2: a UC opcode is the RC opcode of the same operation plus 0x20.
 TEST(OpcodeTable, UcOpcodesMirrorTheirRcCounterparts) {
   for (Opcode opcode : kAllOpcodes) {
-    if (info(opcode).transport != QpType::kUc) continue;
+    if (info(opcode).transport != Transport::kUc) continue;
     const OpcodeInfo& uc = info(opcode);
     const OpcodeInfo& rc = opcode_info(static_cast<uint8_t>(opcode) - 0x20);
     ASSERT_NE(rc.name, nullptr) << uc.name;
@@ -149,6 +158,25 @@ TEST(OpcodeTable, UcOpcodesMirrorTheirRcCounterparts) {
     EXPECT_EQ(rc.position, uc.position) << uc.name;
     EXPECT_EQ(rc.operation, uc.operation) << uc.name;
   }
+}
+
+// IBTA 9.2: an XRC opcode is the RC opcode of the same operation plus 0xA0,
+// and only XRC requests carry the XRCETH.
+TEST(OpcodeTable, XrcOpcodesMirrorTheirRcCounterparts) {
+  int xrc = 0;
+  for (Opcode opcode : kAllOpcodes) {
+    if (info(opcode).transport != Transport::kXrc) continue;
+    ++xrc;
+    const OpcodeInfo& x = info(opcode);
+    const OpcodeInfo& rc = opcode_info(static_cast<uint8_t>(opcode) - 0xa0);
+    ASSERT_NE(rc.name, nullptr) << x.name;
+    EXPECT_STREQ(rc.name + 3, x.name + 4);
+    EXPECT_EQ(rc.headers | (rc.is_request ? kHdrXrceth : 0), x.headers) << x.name;
+    EXPECT_EQ(rc.position, x.position) << x.name;
+    EXPECT_EQ(rc.operation, x.operation) << x.name;
+    EXPECT_EQ(rc.is_request, x.is_request) << x.name;
+  }
+  EXPECT_EQ(xrc, 23);
 }
 
 }  // namespace

@@ -30,6 +30,18 @@ inline constexpr Opcode kAllOpcodes[] = {
     Opcode::kUcWriteLastImm,      Opcode::kUcWriteOnly,
     Opcode::kUcWriteOnlyImm,      Opcode::kUdSendOnly,
     Opcode::kUdSendOnlyImm,
+    xrc_opcode(Opcode::kRcSendFirst),         xrc_opcode(Opcode::kRcSendMiddle),
+    xrc_opcode(Opcode::kRcSendLast),          xrc_opcode(Opcode::kRcSendLastImm),
+    xrc_opcode(Opcode::kRcSendOnly),          xrc_opcode(Opcode::kRcSendOnlyImm),
+    xrc_opcode(Opcode::kRcWriteFirst),        xrc_opcode(Opcode::kRcWriteMiddle),
+    xrc_opcode(Opcode::kRcWriteLast),         xrc_opcode(Opcode::kRcWriteLastImm),
+    xrc_opcode(Opcode::kRcWriteOnly),         xrc_opcode(Opcode::kRcWriteOnlyImm),
+    xrc_opcode(Opcode::kRcReadRequest),       xrc_opcode(Opcode::kRcReadResponseFirst),
+    xrc_opcode(Opcode::kRcReadResponseMiddle), xrc_opcode(Opcode::kRcReadResponseLast),
+    xrc_opcode(Opcode::kRcReadResponseOnly),  xrc_opcode(Opcode::kRcAcknowledge),
+    xrc_opcode(Opcode::kRcAtomicAcknowledge), xrc_opcode(Opcode::kRcCompareSwap),
+    xrc_opcode(Opcode::kRcFetchAdd),          xrc_opcode(Opcode::kRcSendLastInv),
+    xrc_opcode(Opcode::kRcSendOnlyInv),
 };
 
 // CRC-32 (IEEE 802.3), one bit at a time, straight from the definition.
