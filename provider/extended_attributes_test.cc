@@ -59,17 +59,22 @@ TEST(CreateQpEx, OffloadsASoftDeviceLacksAreNotSupported) {
   attr = rc_attr(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_RX_HASH);
   attr.rx_hash_conf.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4;
   EXPECT_EQ(check_create_qp_ex(attr), EOPNOTSUPP);
-
-  attr = rc_attr(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD);
-  attr.xrcd = reinterpret_cast<ibv_xrcd*>(0x3000);
-  EXPECT_EQ(check_create_qp_ex(attr), EOPNOTSUPP);
 }
 
-TEST(CreateQpEx, XrcTypesAreNotSupported) {
+// An initiator belongs to a PD, a target to an XRC domain (ibv_create_qp_ex(3)).
+TEST(CreateQpEx, XrcTargetsNeedADomainAndInitiatorsAPd) {
   ibv_qp_init_attr_ex attr = rc_attr();
   attr.qp_type = IBV_QPT_XRC_SEND;
-  EXPECT_EQ(check_create_qp_ex(attr), EOPNOTSUPP);
+  EXPECT_EQ(check_create_qp_ex(attr), 0);
+  attr.comp_mask = 0;
+  EXPECT_EQ(check_create_qp_ex(attr), EINVAL);
   attr.qp_type = IBV_QPT_XRC_RECV;
+  EXPECT_EQ(check_create_qp_ex(attr), EINVAL);
+  attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  attr.xrcd = reinterpret_cast<ibv_xrcd*>(0x3000);
+  EXPECT_EQ(check_create_qp_ex(attr), 0);
+  attr.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.send_ops_flags = IBV_QP_EX_WITH_SEND;  // a target sends nothing
   EXPECT_EQ(check_create_qp_ex(attr), EOPNOTSUPP);
 }
 

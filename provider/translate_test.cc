@@ -101,7 +101,10 @@ TEST(Enums, QpTypes) {
   EXPECT_EQ(type, QpType::kRc);
   EXPECT_EQ(from_ibv_qp_type(IBV_QPT_UD, type), 0);
   EXPECT_EQ(type, QpType::kUd);
-  EXPECT_EQ(from_ibv_qp_type(IBV_QPT_XRC_SEND, type), EOPNOTSUPP);
+  EXPECT_EQ(from_ibv_qp_type(IBV_QPT_XRC_SEND, type), 0);
+  EXPECT_EQ(type, QpType::kXrcSend);
+  EXPECT_EQ(from_ibv_qp_type(IBV_QPT_XRC_RECV, type), 0);
+  EXPECT_EQ(type, QpType::kXrcRecv);
   EXPECT_EQ(from_ibv_qp_type(IBV_QPT_RAW_PACKET, type), EOPNOTSUPP);
   EXPECT_EQ(from_ibv_qp_type(77, type), EINVAL);
 }

@@ -99,6 +99,11 @@ perftest ib_send_lat_srq ib_send_lat --use-srq -s 64 -n 2000
 perftest ib_write_bw_8_qps ib_write_bw -q 8 -s 65536 -n 1000
 perftest ib_write_bw_all_sizes ib_write_bw -a -n 100
 perftest ib_send_bw_all_sizes ib_send_bw -a -n 100
+# XRC: initiator to target, into the server's XRC SRQ.
+perftest ib_send_bw_xrc ib_send_bw -c XRC -s 65536 -n 1000
+perftest ib_write_bw_xrc ib_write_bw -c XRC -s 65536 -n 1000
+perftest ib_read_lat_xrc ib_read_lat -c XRC -s 8 -n 1000
+perftest ib_send_lat_xrc ib_send_lat -c XRC -s 8 -n 1000
 qperf_case qperf_ud_lat ud_lat 'latency *= *[0-9.]+ [mun]?s'
 qperf_case qperf_ud_bw ud_bw 'recv_bw *= *[0-9.]+ [KMG]?B/sec'
 # ucx_info must offer both verbs transports on the soft device.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs rdma-core's unmodified ibverbs utilities on softverbs0 under
 # `softverbs run`: ibv_devices, ibv_devinfo -v, and ibv_rc_pingpong between
-# two processes with a range of flags, ibv_ud_pingpong and ibv_srq_pingpong. Each case is bounded in time and each
-# pingpong pair has its own TCP port. Fails if any case fails.
+# two processes with a range of flags, ibv_ud_pingpong, ibv_srq_pingpong and
+# ibv_xsrq_pingpong. Each case is bounded in time and each pingpong pair has
+# its own TCP port. Fails if any case fails.
 #
 # Usage: utils_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]
 #   UTILS_TEST_TIMEOUT (seconds, default 120) bounds each program.
@@ -26,7 +27,7 @@ trap 'rm -rf "$PAIR_LOG_DIR"' EXIT
 
 source "$here/../../scripts/lib/case-record.sh"
 
-for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong; do
+for tool in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_xsrq_pingpong; do
   if ! command -v $tool >/dev/null; then
     echo "$tool is missing (package ibverbs-utils); run scripts/setup.sh"
     exit 1
@@ -90,6 +91,29 @@ pingpong() {
   program_pingpong "$name" ibv_rc_pingpong "$@"
 }
 
+# xsrq_pingpong NAME [ARGS...]: ibv_xsrq_pingpong, whose sides say "success"
+# once every message went both ways through their XRC SRQs.
+xsrq_pingpong() {
+  local name=$1
+  shift
+  wanted "$name" || return 0
+  # shellcheck disable=SC2034  # read by run_client_server
+  SERVER_CMD=("$cli" run -- ibv_xsrq_pingpong -d softverbs0 -p @PORT@ "$@")
+  # shellcheck disable=SC2034
+  CLIENT_CMD=("$cli" run -- ibv_xsrq_pingpong -d softverbs0 -p @PORT@ "$@" localhost)
+  local ok=yes
+  if ! run_client_server "$name" "$limit"; then
+    echo "  $name: server $(describe_status "$PAIR_SERVER_STATUS")," \
+         "client $(describe_status "$PAIR_CLIENT_STATUS")"
+    ok=no
+  elif ! grep -q '^success' "$PAIR_CLIENT_LOG" || ! grep -q '^success' "$PAIR_SERVER_LOG"; then
+    echo "  $name: a side did not report success"
+    ok=no
+  fi
+  [[ $ok == yes ]] || print_client_server_logs
+  record "$name" $ok
+}
+
 # What ibv_devices and ibv_devinfo must show for softverbs0, taken from the
 # CLI's own description of the device, so both agree on its identity.
 device_row=$("$cli" devices | awk '$1 == "softverbs0"')
@@ -145,6 +169,10 @@ program_pingpong srq_pingpong_check ibv_srq_pingpong -c
 program_pingpong srq_pingpong_events_check ibv_srq_pingpong -e -c
 program_pingpong srq_pingpong_32_qps ibv_srq_pingpong -q 32 -c -n 200
 program_pingpong srq_pingpong_large ibv_srq_pingpong -s 65536 -c -n 100
+# XRC: an initiator and a target QP each way, every message into the peer's
+# XRC SRQ, named by its number.
+xsrq_pingpong xsrq_pingpong_default
+xsrq_pingpong xsrq_pingpong_events_large -e -s 65536 -n 100
 
 # ibv_rc_pingpong with 1% of the frames dropped on both sides still
 # completes, and `softverbs stats` shows the retransmissions while it runs.
