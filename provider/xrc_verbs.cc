@@ -122,6 +122,11 @@ SoftQp* create_soft_xrc_target_qp(SoftContext& context, ibv_qp_init_attr_ex& att
   }
   qp->xrcd = xrcd->xrcd;
   fill_target_qp(qp->ibv, context.ibv(), attr.qp_context, qp->qp->qpn());
+  // Recorded as libibverbs records them, though a target uses none of them:
+  // librdmacm takes the PD of an XRC id's QP for its SRQ.
+  if (attr.comp_mask & IBV_QP_INIT_ATTR_PD) qp->ibv.pd = attr.pd;
+  qp->ibv.send_cq = attr.send_cq;
+  qp->ibv.recv_cq = attr.recv_cq;
   // A target has no queues: ibv_create_qp_ex(3) reports zero capabilities.
   attr.cap = ibv_qp_cap{};
   std::lock_guard lock(context.objects.mutex);

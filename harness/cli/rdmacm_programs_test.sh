@@ -102,6 +102,7 @@ for link in ib eth; do
 done
 export SOFTVERBS_LINK_LAYER=ib
 cm_pair rdma_xserver yes cm:@PORT@ "rdma_xserver -p @PORT@ -c r" "rdma_xclient -s 127.0.0.1 -p @PORT@ -c r"
+cm_pair rdma_xserver_xrc yes cm:@PORT@ "rdma_xserver -p @PORT@ -c x" "rdma_xclient -s 127.0.0.1 -p @PORT@ -c x"
 cm_pair riostream yes cm:@PORT@ "riostream -p @PORT@ -S 4096 -C 200" \
   "riostream -s 127.0.0.1 -p @PORT@ -S 4096 -C 200"
 cm_pair fi_pingpong_rxm yes tcp:@PORT@ "fi_pingpong -p verbs;ofi_rxm -e rdm -I 200 -B @PORT@" \
