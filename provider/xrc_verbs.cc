@@ -37,16 +37,16 @@ ibv_xrcd* open_xrcd(SoftContext& context, const ibv_xrcd_init_attr& attr) {
   }
   std::unique_ptr<SoftXrcd> xrcd(new SoftXrcd{});
   Errno err = 0;
+  // Not under objects.mutex: the HCA's object lock comes before the QPs'
+  // locks, and a QP's async event takes objects.mutex.
+  xrcd->xrcd = context.hca->open_xrcd(on_file ? &file : nullptr, attr.oflags & O_CREAT,
+                                      attr.oflags & O_EXCL, err);
+  if (!xrcd->xrcd) {
+    errno = err ? err : ENOMEM;
+    return nullptr;
+  }
   {
-    // One lock for the check of the last handle in close_xrcd and the
-    // sharing here.
     std::lock_guard lock(context.objects.mutex);
-    xrcd->xrcd = context.hca->open_xrcd(on_file ? &file : nullptr, attr.oflags & O_CREAT,
-                                        attr.oflags & O_EXCL, err);
-    if (!xrcd->xrcd) {
-      errno = err ? err : ENOMEM;
-      return nullptr;
-    }
     context.objects.xrcds.insert(xrcd.get());
   }
   xrcd->opened_on_file = on_file;
