@@ -87,6 +87,15 @@ class XrcTest : public ::testing::Test {
     EXPECT_EQ(0, ibv_get_srq_num(srq, &n));
     return n;
   }
+  // What ibv_open_qp needs to find target `qp_num` in `xrcd`.
+  static ibv_qp_open_attr target_open_attr(ibv_xrcd* xrcd, uint32_t qp_num) {
+    ibv_qp_open_attr open{};
+    open.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+    open.qp_num = qp_num;
+    open.xrcd = xrcd;
+    open.qp_type = IBV_QPT_XRC_RECV;
+    return open;
+  }
   ibv_cq* make_cq() {
     cqs_.emplace_back(ibv_create_cq(context_.get(), 64, nullptr, nullptr, 0));
     return cqs_.back().get();
@@ -234,11 +243,7 @@ TEST_F(XrcTest, DomainOnAFileFollowsTheOpenFlags) {
   // Both handles name one domain: a target made through one is found through the other.
   ibv_qp* target = make_target(first.get());
   ASSERT_NE(target, nullptr);
-  ibv_qp_open_attr open{};
-  open.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
-  open.qp_num = target->qp_num;
-  open.xrcd = second.get();
-  open.qp_type = IBV_QPT_XRC_RECV;
+  ibv_qp_open_attr open = target_open_attr(second.get(), target->qp_num);
   QpPtr opened(ibv_open_qp(context_.get(), &open));
   EXPECT_TRUE(opened) << strerror(errno);
   opened.reset();
@@ -393,11 +398,7 @@ TEST_F(XrcTest, OpenQpGivesASecondHandleThatOutlivesTheFirst) {
   ASSERT_NE(srq, nullptr);
   auto [initiator, target] = connection(xrcd_.get());
   ASSERT_TRUE(initiator && target);
-  ibv_qp_open_attr open{};
-  open.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
-  open.qp_num = target->qp_num;
-  open.xrcd = xrcd_.get();
-  open.qp_type = IBV_QPT_XRC_RECV;
+  ibv_qp_open_attr open = target_open_attr(xrcd_.get(), target->qp_num);
   QpPtr opened(ibv_open_qp(context_.get(), &open));
   ASSERT_TRUE(opened) << strerror(errno);
   EXPECT_EQ(opened->qp_num, target->qp_num);

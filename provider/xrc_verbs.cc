@@ -17,6 +17,13 @@ constexpr uint32_t kRequiredXrcdMask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATT
 constexpr uint32_t kRequiredOpenQpMask =
     IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
 
+// The rule libibverbs applies to an extended attribute's comp_mask: a bit
+// at or past `reserved` is EOPNOTSUPP, a missing `required` bit EINVAL.
+Errno check_comp_mask(uint32_t mask, uint32_t reserved, uint32_t required) {
+  if (mask >= reserved) return EOPNOTSUPP;
+  return (mask & required) == required ? 0 : EINVAL;
+}
+
 // The file an XRC domain is shared through, as the kernel finds it: by
 // inode. EBADF for an fd that names nothing.
 Errno file_identity(int fd, Hca::FileIdentity& out) {
@@ -85,12 +92,9 @@ ibv_xrcd* soft_open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
-  if ((attr->comp_mask & kRequiredXrcdMask) != kRequiredXrcdMask) {
-    errno = EINVAL;
+  if (Errno err =
+          check_comp_mask(attr->comp_mask, IBV_XRCD_INIT_ATTR_RESERVED, kRequiredXrcdMask)) {
+    errno = err;
     return nullptr;
   }
   return errno_on_exception([&] { return open_xrcd(*soft, *attr); },
@@ -140,11 +144,12 @@ ibv_qp* soft_open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
-    errno = EOPNOTSUPP;
+  if (Errno err =
+          check_comp_mask(attr->comp_mask, IBV_QP_OPEN_ATTR_RESERVED, kRequiredOpenQpMask)) {
+    errno = err;
     return nullptr;
   }
-  if ((attr->comp_mask & kRequiredOpenQpMask) != kRequiredOpenQpMask || !attr->xrcd ||
+  if (!attr->xrcd ||
       attr->xrcd->context != context || attr->qp_type != IBV_QPT_XRC_RECV) {
     errno = EINVAL;
     return nullptr;
