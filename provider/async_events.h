@@ -24,6 +24,7 @@ struct ContextObjects {
   std::unordered_map<const Qp*, SoftQp*> qps;
   std::unordered_map<const Srq*, SoftSrq*> srqs;
   std::unordered_set<SoftAh*> ahs;
+  std::unordered_set<SoftDm*> dms;
 };
 
 bool is_qp_event(ibv_event_type type);

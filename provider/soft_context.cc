@@ -30,6 +30,7 @@ void set_ops(verbs_context& vctx) {
   vctx.modify_cq = soft_modify_cq;
   vctx.query_rt_values = soft_query_rt_values;
   set_srq_ops(vctx);
+  set_memory_ops(vctx);
 }
 
 }  // namespace
@@ -76,6 +77,7 @@ void close_soft_context(SoftContext* context) {
   std::vector<SoftPd*> pds;
   std::vector<SoftSrq*> srqs;
   std::vector<SoftAh*> ahs;
+  std::vector<SoftDm*> dms;
   {
     std::lock_guard lock(context->objects.mutex);
     for (auto& [key, qp] : context->objects.qps) qps.push_back(qp);
@@ -84,11 +86,13 @@ void close_soft_context(SoftContext* context) {
     for (SoftPd* pd : context->objects.pds) pds.push_back(pd);
     for (auto& [key, srq] : context->objects.srqs) srqs.push_back(srq);
     for (SoftAh* ah : context->objects.ahs) ahs.push_back(ah);
+    for (SoftDm* dm : context->objects.dms) dms.push_back(dm);
   }
   for (SoftQp* qp : qps) destroy_soft_qp(*context, qp, false);
   for (SoftSrq* srq : srqs) destroy_soft_srq(*context, srq, false);
   for (SoftAh* ah : ahs) destroy_soft_ah(*context, ah);
   for (SoftMr* mr : mrs) destroy_soft_mr(*context, mr);
+  for (SoftDm* dm : dms) destroy_soft_dm(*context, dm);
   for (SoftCq* cq : cqs) destroy_soft_cq(*context, cq, false);
   for (SoftPd* pd : pds) destroy_soft_pd(*context, pd);
 

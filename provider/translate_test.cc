@@ -154,8 +154,10 @@ TEST(MrAccess, RemoteWriteOrAtomicNeedLocalWrite) {
 
 TEST(MrAccess, UnsupportedAndUnknownBits) {
   uint32_t access = 0;
-  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_ON_DEMAND, access), EOPNOTSUPP);
-  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_ZERO_BASED, access), EOPNOTSUPP);
+  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_HUGETLB, access), EOPNOTSUPP);
+  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED |
+                                   IBV_ACCESS_REMOTE_READ, access), 0);
+  EXPECT_EQ(access, kAccessRemoteRead);
   EXPECT_EQ(mr_access_from_ibv(1u << 15, access), EINVAL);
   // Optional bits may be ignored by a device.
   EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING, access), 0);
