@@ -319,6 +319,49 @@ TEST_F(XrcTest, OneSidedOperationsUseTheNamedSrqsProtectionDomain) {
   EXPECT_EQ(*reinterpret_cast<uint64_t*>(buffer_.data() + 28672), 37u);
 }
 
+// Where xrc_odp_caps names them, SENDs into an SRQ and one-sided operations
+// work with on-demand MRs on both sides.
+TEST_F(XrcTest, OnDemandMemoryServesWhatXrcOdpCapsNames) {
+  ibv_device_attr_ex attr{};
+  ASSERT_EQ(0, ibv_query_device_ex(context_.get(), nullptr, &attr));
+  constexpr uint32_t kNeeded = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_SRQ_RECV |
+                               IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                               IBV_ODP_SUPPORT_ATOMIC;
+  if (!(attr.odp_caps.general_caps & IBV_ODP_SUPPORT) ||
+      (attr.xrc_odp_caps & kNeeded) != kNeeded)
+    GTEST_SKIP() << "no ODP for XRC";
+  mr_.reset();
+  mr_.reset(ibv_reg_mr(pd_.get(), buffer_.data(), buffer_.size(),
+                       IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC));
+  ASSERT_TRUE(mr_) << strerror(errno);
+  ibv_cq* cq = make_cq();
+  ibv_srq* srq = make_srq(xrcd_.get(), cq);
+  ASSERT_NE(srq, nullptr);
+  auto [initiator, target] = connection(xrcd_.get());
+  ASSERT_TRUE(initiator && target);
+  for (int i = 0; i < 4096; ++i) buffer_[i] = static_cast<uint8_t>(i * 3 + 1);
+  const uint32_t srqn = srq_number(srq);
+  ASSERT_EQ(0, post_srq(srq, 7, 32768, 4096));
+  ASSERT_EQ(0, post(initiator, IBV_WR_SEND, srqn, 1, 0, 4096));
+  ASSERT_EQ(0, post(initiator, IBV_WR_RDMA_WRITE, srqn, 2, 0, 2048, 8192, mr_->rkey));
+  ASSERT_EQ(0, post(initiator, IBV_WR_RDMA_READ, srqn, 3, 16384, 2048, 8192, mr_->rkey));
+  uint64_t* word = reinterpret_cast<uint64_t*>(buffer_.data() + 24576);
+  *word = 10;
+  ASSERT_EQ(0, post(initiator, IBV_WR_ATOMIC_FETCH_AND_ADD, srqn, 4, 28672, 8, 24576,
+                    mr_->rkey));
+  const std::vector<ibv_wc> done = poll(send_cq_.get(), 4);
+  ASSERT_EQ(done.size(), 4u);
+  for (const ibv_wc& wc : done) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  const std::vector<ibv_wc> received = poll(cq, 1);
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(received[0].byte_len, 4096u);
+  EXPECT_EQ(0, std::memcmp(buffer_.data(), buffer_.data() + 32768, 4096));
+  EXPECT_EQ(0, std::memcmp(buffer_.data(), buffer_.data() + 16384, 2048));
+  EXPECT_EQ(*word, 15u);
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(buffer_.data() + 28672), 10u);
+}
+
 TEST_F(XrcTest, AnRkeyOutsideTheSrqsProtectionDomainIsARemoteAccessError) {
   PdPtr other_pd(ibv_alloc_pd(context_.get()));
   ASSERT_TRUE(other_pd);

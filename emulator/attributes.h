@@ -35,7 +35,32 @@ constexpr uint64_t kCompletionTimestampMask = ~0ull;
 constexpr uint16_t kMaxCqModerationCount = 0xffff;
 constexpr uint16_t kMaxCqModerationPeriodUs = 4095;
 
+// Device memory an open device offers (mlx5's MEMIC is of this order).
+constexpr uint64_t kMaxDeviceMemory = 256 * 1024;
+
 enum class AtomicCapability : uint8_t { kNone, kHca, kGlobal };
+
+// Which operations may use on-demand MRs, per transport.
+enum OdpOperation : uint32_t {
+  kOdpSend = 1u << 0,
+  kOdpRecv = 1u << 1,
+  kOdpWrite = 1u << 2,
+  kOdpRead = 1u << 3,
+  kOdpAtomic = 1u << 4,
+  kOdpSrqRecv = 1u << 5,
+};
+
+// Every access goes through the same checked copy whatever the MR, so any
+// operation a transport has works on on-demand MRs, implicit ones too.
+struct OdpCapabilities {
+  bool supported = true;
+  bool implicit = true;
+  uint32_t rc = kOdpSend | kOdpRecv | kOdpWrite | kOdpRead | kOdpAtomic | kOdpSrqRecv;
+  uint32_t uc = kOdpSend | kOdpRecv | kOdpWrite | kOdpSrqRecv;
+  uint32_t ud = kOdpSend | kOdpRecv | kOdpSrqRecv;
+  // An XRC target receives only through SRQs.
+  uint32_t xrc = kOdpSend | kOdpWrite | kOdpRead | kOdpAtomic | kOdpSrqRecv;
+};
 
 struct DeviceAttributes {
   std::string fw_ver;
@@ -74,6 +99,8 @@ struct DeviceAttributes {
   uint64_t completion_timestamp_mask = kCompletionTimestampMask;
   uint16_t max_cq_moderation_count = kMaxCqModerationCount;
   uint16_t max_cq_moderation_period_us = kMaxCqModerationPeriodUs;
+  uint64_t max_dm_size = kMaxDeviceMemory;
+  OdpCapabilities odp;
   // Capabilities with IBTA meaning.
   bool cap_bad_pkey_cntr = true;
   bool cap_bad_qkey_cntr = true;

@@ -25,16 +25,6 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   return a;
 }
 
-bool valid_access(uint32_t access) {
-  constexpr uint32_t all =
-      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-  if (access & ~all) return false;
-  // IBTA 10.6.3.1: remote write or atomic access requires local write.
-  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
-    return false;
-  return true;
-}
-
 }  // namespace
 
 PortAttributes port_attributes_of(const DeviceDescription& d) {
@@ -137,39 +127,6 @@ std::unique_ptr<Pd> Hca::alloc_pd(Errno& err) {
 }
 
 Pd::~Pd() = default;
-
-std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length,
-                                     uint32_t access, Errno& err) {
-  if (!valid_access(access) || length == 0 || addr + length < addr) {
-    err = EINVAL;
-    return nullptr;
-  }
-  std::unique_lock lock(impl_->mr_mutex);
-  if (impl_->mrs_by_key.size() >= impl_->attributes.max_mr) {
-    err = ENOMEM;
-    return nullptr;
-  }
-  // Key = 24-bit index and an 8-bit key byte that changes as indices are
-  // reused, so a stale key misses.
-  uint32_t index = impl_->next_key_index++ & 0xffffff;
-  if (index == 0) index = impl_->next_key_index++ & 0xffffff;
-  uint32_t key = (index << 8) | ((index * 37u + 0x5a) & 0xff);
-  auto mr = std::unique_ptr<Mr>(new Mr(pd, addr, length, access, key, key));
-  impl_->mrs_by_key[key] = mr.get();
-  pd.users.fetch_add(1);
-  err = 0;
-  return mr;
-}
-
-Mr::~Mr() {
-  Hca::Impl& hca = pd_.hca().impl();
-  {
-    // Exclusive: waits for any access in progress (they hold it shared).
-    std::unique_lock lock(hca.mr_mutex);
-    hca.mrs_by_key.erase(lkey_);
-  }
-  pd_.users.fetch_sub(1);
-}
 
 // ---------------------------------------------------------------- Cq
 

@@ -16,6 +16,7 @@
 #include <span>
 
 #include "emulator/attributes.h"
+#include "emulator/mr.h"
 #include "emulator/qp_counters.h"
 #include "emulator/types.h"
 
@@ -25,6 +26,7 @@ class Engine;
 class Hca;
 class Pd;
 class Mr;
+class DeviceMemory;
 class Cq;
 class Qp;
 class Ah;
@@ -76,10 +78,32 @@ class Hca {
   QpCounters counters() const;
 
   std::unique_ptr<Pd> alloc_pd(Errno& err);
-  // EINVAL on a bad access combination (remote write/atomic without local
-  // write) or a zero length; ENOMEM past max_mr.
+  // Registers memory (mr.h): EINVAL on a bad access combination (remote
+  // write/atomic without local write) or a zero length; EFAULT when part of
+  // the range is not mapped, or not writable while a write access is asked
+  // for (unless on demand); ENOMEM past max_mr.
+  std::unique_ptr<Mr> register_mr(Pd& pd, const MrInit& init, Errno& err);
+  // The same, addressed by its own virtual addresses (iova == addr).
   std::unique_ptr<Mr> register_mr(Pd& pd, uint64_t addr, uint64_t length,
                                   uint32_t access, Errno& err);
+  // A null MR (ibv_alloc_null_mr(3)): an lkey for any address, whose reads
+  // give zeros and whose writes are dropped; no rkey.
+  std::unique_ptr<Mr> register_null_mr(Pd& pd, Errno& err);
+  // An MR over [offset, offset+length) of device memory, zero-based.
+  // EINVAL outside the DM, for a zero length or a bad access combination.
+  std::unique_ptr<Mr> register_device_memory_mr(Pd& pd, DeviceMemory& dm, uint64_t offset,
+                                                uint64_t length, uint32_t access, Errno& err);
+  // Re-registration (mr.h: MrChange), all of it or nothing: EINVAL for an
+  // MR that is not of memory, a PD of another HCA or a bad access
+  // combination; EFAULT as register_mr. The keys stay.
+  Errno reregister_mr(Mr& mr, const MrChange& change);
+  // Prefetch of on-demand MRs (ibv_advise_mr(3)): see mr.h.
+  Errno prefetch_mr(Pd& pd, std::span<const Sge> sges, Prefetch advice, bool wait);
+  // Device memory of `length` bytes aligned to 2^log_align: EINVAL for a
+  // zero length, more than max_dm_size or an alignment above a page;
+  // ENOMEM when this HCA's device memory is used up.
+  std::unique_ptr<DeviceMemory> alloc_device_memory(uint64_t length, uint32_t log_align,
+                                                    Errno& err);
   // EINVAL when cqe is 0 or above max_cqe. The CQ holds at least `cqe`.
   // `stamps` (CqStamps) says which times each completion records.
   std::unique_ptr<Cq> create_cq(uint32_t cqe, CompletionEventSink* sink,
@@ -158,27 +182,6 @@ class Pd {
   Pd(Hca& hca, uint32_t handle) : hca_(hca), handle_(handle) {}
   Hca& hca_;
   uint32_t handle_;
-};
-
-class Mr {
- public:
-  ~Mr();
-  uint32_t lkey() const { return lkey_; }
-  uint32_t rkey() const { return rkey_; }
-  uint64_t addr() const { return addr_; }
-  uint64_t length() const { return length_; }
-  uint32_t access() const { return access_; }
-  Pd& pd() const { return pd_; }
-
- private:
-  friend class Hca;
-  Mr(Pd& pd, uint64_t addr, uint64_t length, uint32_t access, uint32_t lkey,
-     uint32_t rkey)
-      : pd_(pd), addr_(addr), length_(length), access_(access), lkey_(lkey),
-        rkey_(rkey) {}
-  Pd& pd_;
-  uint64_t addr_, length_;
-  uint32_t access_, lkey_, rkey_;
 };
 
 class Cq {

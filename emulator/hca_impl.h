@@ -34,7 +34,8 @@ struct Hca::Impl {
 
   mutable std::shared_mutex mr_mutex;
   uint32_t next_key_index = 1;
-  std::unordered_map<uint32_t, Mr*> mrs_by_key;  // lkey == rkey
+  std::unordered_map<uint32_t, Mr*> mrs_by_key;  // lkey == rkey (a null MR has no rkey)
+  std::atomic<uint64_t> device_memory_in_use{0};  // bytes, against max_dm_size
 
   mutable std::mutex objects_mutex;
   std::unordered_set<QpImpl*> qps;
@@ -49,6 +50,13 @@ struct Hca::Impl {
 
   // MR lookup for local (lkey) and remote (rkey) accesses, with mr_mutex
   // held. nullptr if none.
+  // A new key: a 24-bit index and an 8-bit key byte that changes as
+  // indices are reused, so a stale key misses. With mr_mutex held.
+  uint32_t next_key_locked() {
+    uint32_t index = next_key_index++ & 0xffffff;
+    if (index == 0) index = next_key_index++ & 0xffffff;
+    return (index << 8) | ((index * 37u + 0x5a) & 0xff);
+  }
   Mr* find_mr_locked(uint32_t key) const {
     auto it = mrs_by_key.find(key);
     return it == mrs_by_key.end() ? nullptr : it->second;

@@ -4,7 +4,8 @@
 // would with libibverbs, which starts none: a handler that ends the process
 // or interrupts a blocking verb runs where the application expects it, and a
 // signal the application blocks to take it with sigwait() or a signalfd
-// stays pending for it instead of being acted on here.
+// stays pending for it instead of being acted on here. Only the faults a
+// thread's own accesses raise (SIGSEGV, SIGBUS) are left unblocked.
 #pragma once
 
 #include <pthread.h>
@@ -26,7 +27,17 @@ std::thread start_internal_thread(Fn&& fn) {
     const sigset_t& mask;
     ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
   } restore{previous};
-  return std::thread(std::forward<Fn>(fn));
+  // Faults are the exception: the HCA's own accesses to application memory
+  // run on these threads too, and a fault there must reach app_memory's
+  // handler (a blocked SIGSEGV or SIGBUS kills the process instead).
+  return std::thread([fn = std::forward<Fn>(fn)]() mutable {
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &faults, nullptr);
+    fn();
+  });
 }
 
 }  // namespace softverbs

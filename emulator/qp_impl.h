@@ -139,30 +139,38 @@ struct QpImpl {
   // names the memory instead of copying it (a run's pieces).
   WcStatus describe(const Sge* sges, uint32_t n, uint64_t offset, uint64_t length,
                     RunFrame& run) const;
-  // A remote access through an rkey: the MR exists, is in the QP's PD, grants
-  // `access`, the QP allows it, and [va, va+len) lies inside it. Then runs
-  // fn(address) with the MR table locked (shared), so the MR cannot be
-  // deregistered while its memory is in use. Returns false (fn not run) when
-  // the access is refused.
+  // A remote access through an rkey: the MR exists (and has an rkey), is in
+  // the QP's PD, grants `access`, the QP allows it, and [va, va+len) lies
+  // inside it. Then runs fn(host address of va) with the MR table locked
+  // (shared), so the MR cannot be deregistered while its memory is in use;
+  // fn returns false when that memory faulted (app_memory.h). Returns false
+  // when the access is refused or faulted.
   template <typename Fn>
   bool access_remote(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access, Fn&& fn) const {
     if ((attr.access_flags & access) != access) return false;
     if (len == 0) return true;  // zero-length accesses touch no memory (IBTA 9.4.4)
     const Hca::Impl& h = hca->impl();
     std::shared_lock lock(h.mr_mutex);
-    if (!remote_access_ok_locked(rkey, va, len, access)) return false;
-    fn(reinterpret_cast<uint8_t*>(va));
-    return true;
+    const Mr* mr = remote_mr_locked(rkey, va, len, access);
+    return mr && fn(reinterpret_cast<uint8_t*>(mr->host_address(va)));
   }
   bool remote_access_ok(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const {
-    return access_remote(rkey, va, len, access, [](uint8_t*) {});
+    return access_remote(rkey, va, len, access, [](uint8_t*) { return true; });
   }
   // Places a payload at [va, va+size) through `rkey`: false when the access
-  // is refused; a failed pull sets `pull_error` instead.
+  // is refused or the memory faults; a failed pull of the sender's memory
+  // sets `pull_error` instead.
   bool place_remote(uint32_t rkey, uint64_t va, const Payload& in, int& pull_error) const;
+  // Sends a READ response packet with `length` bytes at `va` through `rkey`:
+  // false (nothing sent) when the access is refused or the memory faults.
+  bool transmit_remote(const packet::Headers& h, uint32_t rkey, uint64_t va, uint32_t length);
+  // An atomic on the word at `va` through `rkey`; `original` is what it
+  // held. false when refused or faulted (nothing changed).
+  bool atomic_remote(uint32_t rkey, uint64_t va, bool compare_swap, uint64_t compare_add,
+                     uint64_t swap, uint64_t& original) const;
 
  private:
-  bool remote_access_ok_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const;
+  const Mr* remote_mr_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const;
 };
 
 }  // namespace softverbs

@@ -261,17 +261,10 @@ Responder::Step Responder::execute_atomic(Request& r) {
   // IBTA 9.4.5: atomics address an aligned 64-bit word.
   if (va % sizeof(uint64_t)) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   uint64_t orig = 0;
-  const bool done = qp_.access_remote(
-      h.atomic_eth.rkey, va, sizeof(uint64_t), kAccessRemoteAtomic, [&](uint8_t* address) {
-        auto* word = reinterpret_cast<uint64_t*>(address);
-        if (r.info.operation == Operation::kCompareSwap) {
-          orig = h.atomic_eth.compare;
-          __atomic_compare_exchange_n(word, &orig, h.atomic_eth.swap_add, false,
-                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-        } else {
-          orig = __atomic_fetch_add(word, h.atomic_eth.swap_add, __ATOMIC_SEQ_CST);
-        }
-      });
+  const bool compare_swap = r.info.operation == Operation::kCompareSwap;
+  const bool done = qp_.atomic_remote(h.atomic_eth.rkey, va, compare_swap,
+                                      compare_swap ? h.atomic_eth.compare : h.atomic_eth.swap_add,
+                                      h.atomic_eth.swap_add, orig);
   if (!done) return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
   if (atomic_results_.empty()) atomic_results_.resize(1);
   atomic_results_[next_atomic_slot_++ % atomic_results_.size()] = {h.bth.psn, orig, true};
@@ -380,8 +373,9 @@ void Responder::send_atomic_ack(uint32_t psn, uint64_t orig) {
 
 // Answers a READ request: the payload from [va, va+len) in path-MTU packets
 // with PSNs from `psn` (IBTA 9.7.5.1.5). Every packet is read with the rkey
-// checked again under the MR table's lock: should the MR be deregistered
-// half-way, the rest is answered with a remote access NAK.
+// checked again under the MR table's lock: should the MR be deregistered or
+// its memory unmapped half-way, the rest is answered with a remote access
+// NAK and the QP fails as it does for a WRITE or an atomic that cannot land.
 void Responder::send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uint64_t len) {
   using packet::Opcode;
   const uint32_t m = qp_.mtu();
@@ -401,13 +395,11 @@ void Responder::send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uin
       qp_.transmit(h, {});
       continue;
     }
-    const bool sent = qp_.access_remote(rkey, va + off, chunk, kAccessRemoteRead,
-                                        [&](uint8_t* source) {
-                                          qp_.transmit(h, std::span<const uint8_t>(source, chunk));
-                                        });
-    if (!sent) {
+    if (!qp_.transmit_remote(h, rkey, va + off, chunk)) {
       ++qp_.counters.remote_errors_naked;
       send_ack(packet::psn_add(psn, i), aeth::nak(aeth::kNakRemoteAccessError));
+      qp_.raise(AsyncEventType::kQpAccessErr);
+      qp_.enter_error();
       return;
     }
   }

@@ -202,7 +202,7 @@ TEST(DeviceAttrEx, TimestampsAndModerationAreAdvertised) {
   EXPECT_EQ(out.cq_mod_caps.max_cq_count, in.max_cq_moderation_count);
   EXPECT_EQ(out.cq_mod_caps.max_cq_period, in.max_cq_moderation_period_us);
   EXPECT_EQ(out.raw_packet_caps, 0u);
-  EXPECT_EQ(out.max_dm_size, 0u);
+  EXPECT_EQ(out.max_dm_size, in.max_dm_size);
   EXPECT_EQ(out.tso_caps.max_tso, 0u);
 }
 

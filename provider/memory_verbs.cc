@@ -1,4 +1,7 @@
 // Protection domains and memory regions.
+#include <unistd.h>
+
+#include <cstdint>
 #include <new>
 
 #include "provider/exports.h"
@@ -9,41 +12,63 @@
 namespace softverbs::provider {
 namespace {
 
+// ibv_reg_mr(3)'s layout bits: the MR's address space starts at `iova`
+// (0 when zero-based); an implicit on-demand MR (addr NULL, length
+// SIZE_MAX) spans the whole address space. An explicit iova keeps the page
+// offset of addr, as the kernel requires (EINVAL).
+Errno mr_init_from_ibv(void* addr, size_t length, uint64_t iova, unsigned int ibv_access,
+                       MrInit& init) {
+  if (Errno err = mr_access_from_ibv(ibv_access, init.access)) return err;
+  init.addr = reinterpret_cast<uintptr_t>(addr);
+  init.length = length;
+  init.on_demand = ibv_access & IBV_ACCESS_ON_DEMAND;
+  const bool implicit = init.on_demand && !addr && length == SIZE_MAX;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (!implicit && !(ibv_access & IBV_ACCESS_ZERO_BASED) && ((init.addr ^ iova) & (page - 1)))
+    return EINVAL;
+  init.iova = (implicit || (ibv_access & IBV_ACCESS_ZERO_BASED)) ? 0 : iova;
+  return 0;
+}
+
 ibv_mr* register_soft_mr(SoftContext& context, ibv_pd* pd, void* addr, size_t length,
                          uint64_t iova, unsigned int ibv_access) {
-  uint32_t access = 0;
-  if (Errno err = mr_access_from_ibv(ibv_access, access)) {
+  MrInit init;
+  if (Errno err = mr_init_from_ibv(addr, length, iova, ibv_access, init)) {
     errno = err;
-    return nullptr;
-  }
-  // The emulator addresses an MR by its virtual address only; an MR seen at
-  // another base (iova != addr) would need a translation it does not have.
-  if (iova != reinterpret_cast<uintptr_t>(addr)) {
-    errno = EOPNOTSUPP;
     return nullptr;
   }
   return errno_on_exception(
       [&]() -> ibv_mr* {
         std::unique_ptr<SoftMr> mr(new SoftMr{});
         Errno err = 0;
-        mr->mr = context.hca->register_mr(*soft_of<SoftPd>(pd)->pd,
-                                          reinterpret_cast<uintptr_t>(addr), length,
-                                          access, err);
+        mr->mr = context.hca->register_mr(*soft_of<SoftPd>(pd)->pd, init, err);
         if (!mr->mr) {
           errno = err ? err : ENOMEM;
           return nullptr;
         }
-        ibv_mr& ibv = mr->ibv;
-        ibv.context = context.ibv();
-        ibv.pd = pd;
-        ibv.addr = addr;
-        ibv.length = length;
-        ibv.handle = mr->mr->lkey();
-        ibv.lkey = mr->mr->lkey();
-        ibv.rkey = mr->mr->rkey();
-        std::lock_guard lock(context.objects.mutex);
-        context.objects.mrs.insert(mr.get());
-        return &mr.release()->ibv;
+        return publish_soft_mr(context, std::move(mr), pd, addr, length);
+      },
+      static_cast<ibv_mr*>(nullptr));
+}
+
+// ibv_alloc_null_mr(3): as mlx5's, addr NULL and length SIZE_MAX, an lkey
+// and no rkey.
+ibv_mr* soft_alloc_null_mr(ibv_pd* pd) {
+  SoftContext* context = pd ? soft_context(pd->context) : nullptr;
+  if (!context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return errno_on_exception(
+      [&]() -> ibv_mr* {
+        std::unique_ptr<SoftMr> mr(new SoftMr{});
+        Errno err = 0;
+        mr->mr = context->hca->register_null_mr(*soft_of<SoftPd>(pd)->pd, err);
+        if (!mr->mr) {
+          errno = err ? err : ENOMEM;
+          return nullptr;
+        }
+        return publish_soft_mr(*context, std::move(mr), pd, nullptr, SIZE_MAX);
       },
       static_cast<ibv_mr*>(nullptr));
 }
@@ -55,6 +80,27 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
 }
 
 }  // namespace
+
+ibv_mr* publish_soft_mr(SoftContext& context, std::unique_ptr<SoftMr> mr, ibv_pd* pd, void* addr,
+                        size_t length) {
+  ibv_mr& ibv = mr->ibv;
+  ibv.context = context.ibv();
+  ibv.pd = pd;
+  ibv.addr = addr;
+  ibv.length = length;
+  ibv.handle = mr->mr->lkey();
+  ibv.lkey = mr->mr->lkey();
+  ibv.rkey = mr->mr->rkey();
+  std::lock_guard lock(context.objects.mutex);
+  context.objects.mrs.insert(mr.get());
+  return &mr.release()->ibv;
+}
+
+void set_memory_ops(verbs_context& vctx) {
+  vctx.alloc_null_mr = soft_alloc_null_mr;
+  set_advise_mr_op(vctx);
+  set_device_memory_ops(vctx);
+}
 
 void destroy_soft_mr(SoftContext& context, SoftMr* mr) {
   {
@@ -153,7 +199,7 @@ SOFTVERBS_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t l
   }
   if (!is_soft(pd->context))
     SOFTVERBS_FORWARD(nullptr, ibv_reg_dmabuf_mr, pd, offset, length, iova, fd, access);
-  errno = EOPNOTSUPP;  // no device memory behind a soft HCA
+  errno = EOPNOTSUPP;  // a soft HCA imports no dma-buf (no device shares its pages)
   return nullptr;
 }
 
@@ -174,10 +220,8 @@ SOFTVERBS_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr,
   if (!is_soft(mr->context))
     SOFTVERBS_FORWARD(IBV_REREG_MR_ERR_INPUT, ibv_rereg_mr, mr, flags, pd, addr, length,
                       access);
-  // Not supported yet. IBV_REREG_MR_ERR_INPUT tells the caller the old MR is
-  // still valid, which it is; errno says why.
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+  return rereg_soft_mr(*soft_context(mr->context), soft_of<SoftMr>(mr), flags, pd, addr, length,
+                       access);
 }
 
 SOFTVERBS_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {

@@ -37,6 +37,11 @@ struct SoftMr {
   std::unique_ptr<Mr> mr;
 };
 
+struct SoftDm {
+  ibv_dm ibv;
+  std::unique_ptr<DeviceMemory> dm;
+};
+
 struct SoftCompChannel;
 
 struct SoftCq {

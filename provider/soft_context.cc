@@ -31,6 +31,7 @@ void set_ops(verbs_context& vctx) {
   vctx.query_rt_values = soft_query_rt_values;
   set_srq_ops(vctx);
   set_xrc_ops(vctx);
+  set_memory_ops(vctx);
 }
 
 }  // namespace
@@ -79,6 +80,7 @@ void close_soft_context(SoftContext* context) {
   std::vector<SoftAh*> ahs;
   std::vector<SoftQp*> opened_qps;
   std::vector<SoftXrcd*> xrcds;
+  std::vector<SoftDm*> dms;
   {
     std::lock_guard lock(context->objects.mutex);
     for (auto& [key, qp] : context->objects.qps) qps.push_back(qp);
@@ -90,6 +92,7 @@ void close_soft_context(SoftContext* context) {
     for (SoftQp* qp : context->objects.opened_qps) opened_qps.push_back(qp);
     for (SoftXrcd* xrcd : context->objects.xrcds) xrcds.push_back(xrcd);
     context->objects.xrcds.clear();
+    for (SoftDm* dm : context->objects.dms) dms.push_back(dm);
   }
   for (SoftQp* qp : opened_qps) destroy_soft_qp(*context, qp, false);
   for (SoftQp* qp : qps) destroy_soft_qp(*context, qp, false);
@@ -97,6 +100,7 @@ void close_soft_context(SoftContext* context) {
   for (SoftXrcd* xrcd : xrcds) delete xrcd;
   for (SoftAh* ah : ahs) destroy_soft_ah(*context, ah);
   for (SoftMr* mr : mrs) destroy_soft_mr(*context, mr);
+  for (SoftDm* dm : dms) destroy_soft_dm(*context, dm);
   for (SoftCq* cq : cqs) destroy_soft_cq(*context, cq, false);
   for (SoftPd* pd : pds) destroy_soft_pd(*context, pd);
 

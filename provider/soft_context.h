@@ -56,6 +56,18 @@ void destroy_soft_mr(SoftContext& context, SoftMr* mr);
 void destroy_soft_pd(SoftContext& context, SoftPd* pd);
 void destroy_soft_srq(SoftContext& context, SoftSrq* srq, bool wait_for_acks);
 void destroy_soft_ah(SoftContext& context, SoftAh* ah);
+void destroy_soft_dm(SoftContext& context, SoftDm* dm);
+
+// Fills the ibv_mr of a registered soft MR and records it in the context.
+ibv_mr* publish_soft_mr(SoftContext& context, std::unique_ptr<SoftMr> mr, ibv_pd* pd, void* addr,
+                        size_t length);
+// ibv_rereg_mr(3) on a soft MR: 0 or an ibv_rereg_mr_err_code, errno set.
+int rereg_soft_mr(SoftContext& context, SoftMr* mr, int flags, ibv_pd* pd, void* addr,
+                  size_t length, int access);
+// The memory ops of verbs_context: null MRs, ibv_advise_mr, device memory.
+void set_memory_ops(verbs_context& vctx);
+void set_advise_mr_op(verbs_context& vctx);
+void set_device_memory_ops(verbs_context& vctx);
 // The extended-verbs op of SRQs (ibv_create_srq_ex).
 void set_srq_ops(verbs_context& vctx);
 // The XRC ops (xrc_verbs.cc): open/close_xrcd, open_qp, get_srq_num.

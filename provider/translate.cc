@@ -112,6 +112,31 @@ void to_ibv_device_attr(const DeviceAttributes& in, ibv_device_attr& out) {
   out.phys_port_cnt = in.phys_port_cnt;
 }
 
+namespace {
+
+uint32_t to_ibv_odp_operations(uint32_t ops) {
+  uint32_t out = 0;
+  if (ops & kOdpSend) out |= IBV_ODP_SUPPORT_SEND;
+  if (ops & kOdpRecv) out |= IBV_ODP_SUPPORT_RECV;
+  if (ops & kOdpWrite) out |= IBV_ODP_SUPPORT_WRITE;
+  if (ops & kOdpRead) out |= IBV_ODP_SUPPORT_READ;
+  if (ops & kOdpAtomic) out |= IBV_ODP_SUPPORT_ATOMIC;
+  if (ops & kOdpSrqRecv) out |= IBV_ODP_SUPPORT_SRQ_RECV;
+  return out;
+}
+
+ibv_odp_caps to_ibv_odp_caps(const OdpCapabilities& in) {
+  ibv_odp_caps out{};
+  if (in.supported) out.general_caps |= IBV_ODP_SUPPORT;
+  if (in.implicit) out.general_caps |= IBV_ODP_SUPPORT_IMPLICIT;
+  out.per_transport_caps.rc_odp_caps = to_ibv_odp_operations(in.rc);
+  out.per_transport_caps.uc_odp_caps = to_ibv_odp_operations(in.uc);
+  out.per_transport_caps.ud_odp_caps = to_ibv_odp_operations(in.ud);
+  return out;
+}
+
+}  // namespace
+
 void to_ibv_device_attr_ex(const DeviceAttributes& in, ibv_device_attr_ex& out) {
   std::memset(&out, 0, sizeof(out));
   to_ibv_device_attr(in, out.orig_attr);
@@ -121,8 +146,11 @@ void to_ibv_device_attr_ex(const DeviceAttributes& in, ibv_device_attr_ex& out) 
   out.hca_core_clock = in.hca_core_clock_khz;
   out.cq_mod_caps.max_cq_count = in.max_cq_moderation_count;
   out.cq_mod_caps.max_cq_period = in.max_cq_moderation_period_us;
-  // Everything else reads zero: no ODP, TSO, RSS, WQs, packet pacing, raw
-  // packet offloads, tag matching, device memory or PCI atomics.
+  out.max_dm_size = in.max_dm_size;
+  out.odp_caps = to_ibv_odp_caps(in.odp);
+  out.xrc_odp_caps = to_ibv_odp_operations(in.odp.xrc);
+  // Everything else reads zero: no TSO, RSS, WQs, packet pacing, raw packet
+  // offloads, tag matching or PCI atomics.
 }
 
 void to_ibv_port_attr(const PortAttributes& in, ibv_port_attr& out) {
@@ -337,19 +365,20 @@ unsigned int access_to_ibv(uint32_t access) {
 Errno mr_access_from_ibv(unsigned int ibv_access, uint32_t& out) {
   // Optional bits are hints a device may ignore (IBV_ACCESS_OPTIONAL_RANGE).
   const unsigned int access = ibv_access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
-  constexpr unsigned int kUnsupported = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
-                                        IBV_ACCESS_HUGETLB | kAccessFlushGlobal |
+  constexpr unsigned int kUnsupported = IBV_ACCESS_HUGETLB | kAccessFlushGlobal |
                                         kAccessFlushPersistent;
+  // How the MR is addressed and paged, not rights: the caller reads them.
+  constexpr unsigned int kLayout = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND;
   constexpr unsigned int kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                                      IBV_ACCESS_MW_BIND;
+                                      IBV_ACCESS_MW_BIND | kLayout;
   if (access & ~(kSupported | kUnsupported)) return EINVAL;
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
   if (access & kUnsupported) return EOPNOTSUPP;
   // MW_BIND is accepted and means nothing yet: no soft MW can be allocated.
-  out = qp_access_from_ibv(access);
+  out = qp_access_from_ibv(access & ~kLayout);
   return 0;
 }
 

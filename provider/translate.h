@@ -57,8 +57,9 @@ bool to_ibv_event_type(AsyncEventType type, ibv_event_type& out);
 uint32_t qp_access_from_ibv(unsigned int ibv_access);
 unsigned int access_to_ibv(uint32_t access);
 // The rules of ibv_reg_mr(3): remote write or atomic need local write
-// (EINVAL); unknown bits EINVAL; on-demand paging, zero-based and flush
-// access EOPNOTSUPP; optional-range bits (relaxed ordering) are dropped.
+// (EINVAL); unknown bits EINVAL; huge pages and flush access EOPNOTSUPP;
+// optional-range bits (relaxed ordering) are dropped. Zero-based and
+// on-demand are accepted and left out of `out` (they are no rights).
 Errno mr_access_from_ibv(unsigned int ibv_access, uint32_t& out);
 
 // --- QP attributes -----------------------------------------------------------

@@ -46,7 +46,24 @@ TEST(DeviceAttrEx, CarriesTheOriginalAndThePortCount) {
   to_ibv_device_attr_ex(in, out);
   EXPECT_EQ(out.phys_port_cnt_ex, 1u);
   EXPECT_EQ(out.device_cap_flags_ex, out.orig_attr.device_cap_flags);
-  EXPECT_EQ(out.odp_caps.general_caps, 0u);
+  EXPECT_EQ(out.odp_caps.general_caps, uint64_t{IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT});
+}
+
+// What each transport has, and nothing it lacks: UC no READ or atomics, UD
+// only SEND (IBTA 9.8.2, 9.8.3).
+TEST(DeviceAttrEx, OdpCapsFollowEachTransport) {
+  DeviceAttributes in;
+  ibv_device_attr_ex out;
+  to_ibv_device_attr_ex(in, out);
+  const auto& t = out.odp_caps.per_transport_caps;
+  constexpr uint32_t kSends = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  EXPECT_EQ(t.rc_odp_caps, kSends | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                               IBV_ODP_SUPPORT_ATOMIC);
+  EXPECT_EQ(t.uc_odp_caps, kSends | IBV_ODP_SUPPORT_WRITE);
+  EXPECT_EQ(t.ud_odp_caps, kSends);
+  EXPECT_EQ(out.xrc_odp_caps, uint32_t{IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE |
+                                       IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+                                       IBV_ODP_SUPPORT_SRQ_RECV});
 }
 
 TEST(PortAttr, InfiniBandPort) {
@@ -157,8 +174,10 @@ TEST(MrAccess, RemoteWriteOrAtomicNeedLocalWrite) {
 
 TEST(MrAccess, UnsupportedAndUnknownBits) {
   uint32_t access = 0;
-  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_ON_DEMAND, access), EOPNOTSUPP);
-  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_ZERO_BASED, access), EOPNOTSUPP);
+  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_HUGETLB, access), EOPNOTSUPP);
+  EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED |
+                                   IBV_ACCESS_REMOTE_READ, access), 0);
+  EXPECT_EQ(access, kAccessRemoteRead);
   EXPECT_EQ(mr_access_from_ibv(1u << 15, access), EINVAL);
   // Optional bits may be ignored by a device.
   EXPECT_EQ(mr_access_from_ibv(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING, access), 0);

@@ -159,6 +159,14 @@ pingpong rc_pingpong_new_send -N
 pingpong rc_pingpong_new_send_check -N -c
 pingpong rc_pingpong_new_send_events_check -e -N -c
 pingpong rc_pingpong_timestamps -t
+# Memory: -o registers an on-demand MR, -O an implicit one (NULL, SIZE_MAX)
+# and -P prefetches it with ibv_advise_mr; -j sends from device memory
+# (ibv_alloc_dm, a zero-based ibv_reg_dm_mr, ibv_memcpy_to/from_dm).
+pingpong rc_pingpong_odp_check -o -c
+pingpong rc_pingpong_implicit_odp_prefetch_check -O -P -c
+pingpong rc_pingpong_odp_prefetch_events -o -P -e -c
+pingpong rc_pingpong_dm_check -j -c
+pingpong rc_pingpong_dm_large_check -j -c -s 65536 -n 200
 # UD with address handles (every receive behind the 40-byte GRH area), and
 # an SRQ shared by 16 (or 32) RC QPs.
 program_pingpong ud_pingpong_check ibv_ud_pingpong -c

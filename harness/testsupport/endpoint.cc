@@ -58,7 +58,9 @@ Errno Endpoint::open(const EndpointConfig& config) {
   if (!pd_) return errno ? errno : ENOMEM;
   if (Errno e = create_cqs(config)) return e;
   if (Errno e = create_qp(config)) return e;
-  if (Errno e = buffer_.allocate(pd_.get(), config.buffer_length, config.buffer_access)) return e;
+  if (Errno e = buffer_.allocate(pd_.get(), config.buffer_length, config.buffer_access,
+                                 config.buffer_iova))
+    return e;
   return restricted_.allocate(pd_.get(), config.restricted_length, config.restricted_access);
 }
 
@@ -110,6 +112,7 @@ Errno Endpoint::create_qp(const EndpointConfig& config) {
 EndpointInfo Endpoint::info() const {
   EndpointInfo info;
   info.qp = describe_endpoint(qp_.get(), config_.psn, port_, buffer_.mr());
+  info.qp.addr = buffer_.mr_address();
   info.restricted_rkey = restricted_.rkey();
   info.restricted_addr = restricted_.address();
   info.restricted_length = restricted_.size();
@@ -135,7 +138,7 @@ ibv_send_wr Endpoint::make_send_wr(const SendSpec& spec, ibv_sge& sge) const {
   wr.send_flags = spec.send_flags;
   const bool atomic = spec.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
                       spec.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
-  sge = {buffer_.address() + spec.local_offset, atomic ? 8u : spec.length, buffer_.lkey()};
+  sge = {buffer_.mr_address() + spec.local_offset, atomic ? 8u : spec.length, buffer_.lkey()};
   if (sge.length > 0) {
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -172,7 +175,7 @@ Errno Endpoint::post_send(const SendSpec& spec) {
 }
 
 Errno Endpoint::post_recv(const RecvSpec& spec) {
-  ibv_sge sge{buffer_.address() + spec.offset, spec.length, buffer_.lkey()};
+  ibv_sge sge{buffer_.mr_address() + spec.offset, spec.length, buffer_.lkey()};
   ibv_recv_wr wr{};
   wr.wr_id = spec.wr_id;
   wr.sg_list = &sge;

@@ -37,6 +37,9 @@ struct EndpointConfig {
   int cq_depth = 512;
   bool sq_sig_all = false;
   uint64_t buffer_length = 1 << 20;
+  // Non-zero: the main buffer's MR starts at this virtual address
+  // (ibv_reg_mr_iova), which is then what peers address it by.
+  uint64_t buffer_iova = 0;
   int buffer_access =
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   uint64_t restricted_length = 4096;
@@ -134,6 +137,8 @@ class Endpoint {
   std::optional<ByteMismatch> check_constant(uint64_t offset, uint64_t length,
                                              uint8_t value) const;
   uint64_t read_word(uint64_t offset) const;
+  // The main buffer's memory goes back to the kernel; its MR stays.
+  void unmap_buffer() { buffer_.unmap_memory(); }
   void write_word(uint64_t offset, uint64_t value);
 
   ibv_context* context() const { return context_.get(); }

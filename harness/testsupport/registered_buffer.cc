@@ -12,7 +12,8 @@ RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
     : mr_(std::move(other.mr_)),
       data_(std::exchange(other.data_, nullptr)),
       length_(std::exchange(other.length_, 0)),
-      mapped_(std::exchange(other.mapped_, 0)) {}
+      mapped_(std::exchange(other.mapped_, 0)),
+      iova_(std::exchange(other.iova_, 0)) {}
 
 RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept {
   if (this != &other) {
@@ -21,6 +22,7 @@ RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept
     data_ = std::exchange(other.data_, nullptr);
     length_ = std::exchange(other.length_, 0);
     mapped_ = std::exchange(other.mapped_, 0);
+    iova_ = std::exchange(other.iova_, 0);
   }
   return *this;
 }
@@ -34,7 +36,12 @@ void RegisteredBuffer::release() {
   length_ = mapped_ = 0;
 }
 
-Errno RegisteredBuffer::allocate(ibv_pd* pd, size_t length, int access) {
+void RegisteredBuffer::unmap_memory() {
+  if (data_) munmap(data_, mapped_);
+  data_ = nullptr;
+}
+
+Errno RegisteredBuffer::allocate(ibv_pd* pd, size_t length, int access, uint64_t iova) {
   release();
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t mapped = length == 0 ? page : (length + page - 1) / page * page;
@@ -45,7 +52,9 @@ Errno RegisteredBuffer::allocate(ibv_pd* pd, size_t length, int access) {
   mapped_ = mapped;
   length_ = length == 0 ? mapped : length;
   errno = 0;
-  mr_.reset(ibv_reg_mr(pd, data_, length_, access));
+  iova_ = iova;
+  mr_.reset(iova ? ibv_reg_mr_iova(pd, data_, length_, iova, access)
+                 : ibv_reg_mr(pd, data_, length_, access));
   if (!mr_) {
     Errno err = errno ? errno : EINVAL;
     release();

@@ -22,8 +22,12 @@ class RegisteredBuffer {
   ~RegisteredBuffer();
 
   // Maps `length` bytes (at least one page) and registers them on `pd` with
-  // `access`. Returns the errno of mmap or ibv_reg_mr.
-  Errno allocate(ibv_pd* pd, size_t length, int access);
+  // `access`, at virtual address `iova` through the keys (0: the buffer's
+  // own address). Returns the errno of mmap or ibv_reg_mr(_iova).
+  Errno allocate(ibv_pd* pd, size_t length, int access, uint64_t iova = 0);
+  // Gives the memory back to the kernel and keeps the MR: what a program
+  // that unmaps registered memory leaves an HCA with. data() is then null.
+  void unmap_memory();
 
   uint8_t* data() const { return data_; }
   size_t size() const { return length_; }
@@ -32,6 +36,8 @@ class RegisteredBuffer {
   uint32_t lkey() const { return mr_->lkey; }
   uint32_t rkey() const { return mr_->rkey; }
   uint64_t address() const { return reinterpret_cast<uintptr_t>(data_); }
+  // The address of the first byte through the keys.
+  uint64_t mr_address() const { return iova_ ? iova_ : address(); }
 
  private:
   void release();
@@ -40,6 +46,7 @@ class RegisteredBuffer {
   uint8_t* data_ = nullptr;
   size_t length_ = 0;
   size_t mapped_ = 0;
+  uint64_t iova_ = 0;
 };
 
 }  // namespace softverbs::testsupport

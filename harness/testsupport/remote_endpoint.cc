@@ -24,6 +24,7 @@ enum class RemoteCommand : uint32_t {
   kReadWord,
   kWriteWord,
   kControl,
+  kUnmapBuffer,
 };
 
 // One request: the command and whichever arguments it uses. Plain data.
@@ -140,6 +141,7 @@ void execute(Endpoint& endpoint, const RemoteRequest& request, const std::string
       reply.err = soft_control(request_text, text);
       reply.text_follows = 1;
       return;
+    case RemoteCommand::kUnmapBuffer: endpoint.unmap_buffer(); return;
   }
   reply.err = EPROTO;
 }
@@ -366,6 +368,13 @@ Errno RemoteEndpoint::write_word(uint64_t offset, uint64_t value) {
   request.command = RemoteCommand::kWriteWord;
   request.offset = offset;
   request.value = value;
+  RemoteReply reply;
+  return call(request, reply);
+}
+
+Errno RemoteEndpoint::unmap_buffer() {
+  RemoteRequest request;
+  request.command = RemoteCommand::kUnmapBuffer;
   RemoteReply reply;
   return call(request, reply);
 }

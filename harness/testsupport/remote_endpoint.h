@@ -61,6 +61,8 @@ class RemoteEndpoint {
                        std::optional<ByteMismatch>& mismatch);
   Errno read_word(uint64_t offset, uint64_t& value);
   Errno write_word(uint64_t offset, uint64_t value);
+  // Endpoint::unmap_buffer in the peer.
+  Errno unmap_buffer();
   // softverbs_control in the peer's process (soft_control.h).
   Errno control(std::string_view request, std::string& reply);
 

@@ -1,0 +1,69 @@
+#include "emulator/address_space.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace softverbs {
+namespace {
+
+// The whole of /proc/self/maps: read at once, since the kernel builds each
+// read from the current mappings and a line must not be split across two
+// views of them.
+std::string read_maps() {
+  std::string text;
+  const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char chunk[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+struct Mapping {
+  uint64_t begin = 0, end = 0;
+  bool readable = false, writable = false;
+};
+
+// One line: "begin-end perms offset dev inode path".
+bool parse_line(const char* line, Mapping& out) {
+  char* rest = nullptr;
+  out.begin = std::strtoull(line, &rest, 16);
+  if (*rest != '-') return false;
+  out.end = std::strtoull(rest + 1, &rest, 16);
+  if (*rest != ' ' || rest[1] == '\0' || rest[2] == '\0') return false;
+  out.readable = rest[1] == 'r';
+  out.writable = rest[2] == 'w';
+  return out.end > out.begin;
+}
+
+}  // namespace
+
+bool range_is_mapped(uint64_t addr, uint64_t length, bool writable) {
+  if (length == 0) return true;
+  if (addr + length < addr) return false;
+  const uint64_t end = addr + length;
+  uint64_t covered = addr;  // every byte below it is mapped as asked
+  const std::string maps = read_maps();
+  // The lines come in ascending address order.
+  for (size_t pos = 0; pos < maps.size() && covered < end;) {
+    const size_t eol = maps.find('\n', pos);
+    const std::string line = maps.substr(pos, eol == std::string::npos ? eol : eol - pos);
+    pos = eol == std::string::npos ? maps.size() : eol + 1;
+    Mapping m;
+    if (!parse_line(line.c_str(), m) || m.end <= covered) continue;
+    if (m.begin > covered) return false;  // a hole
+    if (!m.readable || (writable && !m.writable)) return false;
+    covered = m.end;
+  }
+  return covered >= end;
+}
+
+}  // namespace softverbs
