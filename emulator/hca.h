@@ -14,8 +14,10 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "emulator/attributes.h"
+#include "emulator/object_quota.h"
 #include "emulator/qp_counters.h"
 #include "emulator/types.h"
 
@@ -75,9 +77,11 @@ class Hca {
   // Protocol counters summed over every QP this HCA has had.
   QpCounters counters() const;
 
+  // Every create below fails with ENOMEM past its object limit (max_pd,
+  // max_mr, max_cq, max_qp, max_ah, max_srq; object_quota.h).
   std::unique_ptr<Pd> alloc_pd(Errno& err);
   // EINVAL on a bad access combination (remote write/atomic without local
-  // write) or a zero length; ENOMEM past max_mr.
+  // write) or a zero length.
   std::unique_ptr<Mr> register_mr(Pd& pd, uint64_t addr, uint64_t length,
                                   uint32_t access, Errno& err);
   // EINVAL when cqe is 0 or above max_cqe. The CQ holds at least `cqe`.
@@ -140,8 +144,12 @@ class Hca {
 
  private:
   explicit Hca(std::unique_ptr<Impl> impl);
-  // Gives `qp` its QPN and makes it reachable; false with `err` set.
+  // Gives `qp` its place in the QP count and its QPN and makes it
+  // reachable; false with `err` set.
   bool add_qp(QpImpl& qp, Errno& err);
+  // A place in this process's count of `kind` for this device; an empty
+  // slot and ENOMEM past the device's limit.
+  ObjectQuota::Slot take_slot(ObjectKind kind, Errno& err);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -155,9 +163,11 @@ class Pd {
 
  private:
   friend class Hca;
-  Pd(Hca& hca, uint32_t handle) : hca_(hca), handle_(handle) {}
+  Pd(Hca& hca, uint32_t handle, ObjectQuota::Slot slot)
+      : hca_(hca), handle_(handle), slot_(std::move(slot)) {}
   Hca& hca_;
   uint32_t handle_;
+  ObjectQuota::Slot slot_;
 };
 
 class Mr {
@@ -173,12 +183,13 @@ class Mr {
  private:
   friend class Hca;
   Mr(Pd& pd, uint64_t addr, uint64_t length, uint32_t access, uint32_t lkey,
-     uint32_t rkey)
+     uint32_t rkey, ObjectQuota::Slot slot)
       : pd_(pd), addr_(addr), length_(length), access_(access), lkey_(lkey),
-        rkey_(rkey) {}
+        rkey_(rkey), slot_(std::move(slot)) {}
   Pd& pd_;
   uint64_t addr_, length_;
   uint32_t access_, lkey_, rkey_;
+  ObjectQuota::Slot slot_;
 };
 
 class Cq {
@@ -224,12 +235,15 @@ class Ah {
 
  private:
   friend class Hca;
-  Ah(Pd& pd, const AddressVector& av, uint32_t device_index, bool multicast)
-      : pd_(pd), av_(av), device_index_(device_index), multicast_(multicast) {}
+  Ah(Pd& pd, const AddressVector& av, uint32_t device_index, bool multicast,
+     ObjectQuota::Slot slot)
+      : pd_(pd), av_(av), device_index_(device_index), multicast_(multicast),
+        slot_(std::move(slot)) {}
   Pd& pd_;
   AddressVector av_;
   uint32_t device_index_;
   bool multicast_;
+  ObjectQuota::Slot slot_;
 };
 
 // An XRC domain: the scope in which XRC target QPs may deliver into XRC
