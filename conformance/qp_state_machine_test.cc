@@ -424,5 +424,44 @@ TEST_F(QpStateMachine, CurrentStateMismatchIsEinvalAndChangesNothing) {
   EXPECT_EQ(kMinRnrTimer, now.min_rnr_timer);
 }
 
+// IBV_QP_CUR_STATE is an optional attribute of RTR -> RTS, RTS -> RTS and
+// SQD -> RTS only (IBTA 11.2.5.2; the kernel's ib_modify_qp_is_ok): given
+// anywhere else, even naming the state the QP is in, the modify is EINVAL
+// and changes nothing. SQD -> SQD does not take it either.
+TEST_F(QpStateMachine, CurrentStateOnlyInTheTransitionsThatAllowIt) {
+  auto modify_claiming_current = [&](ibv_qp_attr attr, int mask) {
+    attr.cur_qp_state = query().qp_state;
+    return ibv_modify_qp(qp(), &attr, mask | IBV_QP_CUR_STATE);
+  };
+  auto refused = [&](ibv_qp_attr attr, int mask, const char* what) {
+    const ibv_qp_state before = query().qp_state;
+    EXPECT_EQ(EINVAL, modify_claiming_current(attr, mask)) << what;
+    EXPECT_EQ(before, query().qp_state) << what;
+  };
+  ibv_qp_attr state_only{};
+
+  refused(init_attr(), kRcResetToInitMask, "RESET -> INIT");
+  ASSERT_EQ(0, to_init());
+  state_only.qp_state = IBV_QPS_INIT;
+  refused(state_only, IBV_QP_STATE, "INIT -> INIT");
+  refused(rtr_attr(), kRcInitToRtrMask, "INIT -> RTR");
+  ASSERT_EQ(0, to_rtr());
+  EXPECT_EQ(0, modify_claiming_current(rts_attr(), kRcRtrToRtsMask)) << "RTR -> RTS";
+  state_only.qp_state = IBV_QPS_RTS;
+  EXPECT_EQ(0, modify_claiming_current(state_only, IBV_QP_STATE)) << "RTS -> RTS";
+  state_only.qp_state = IBV_QPS_SQD;
+  refused(state_only, IBV_QP_STATE, "RTS -> SQD");
+  ASSERT_EQ(0, to_state(IBV_QPS_SQD));
+  refused(state_only, IBV_QP_STATE, "SQD -> SQD");
+  state_only.qp_state = IBV_QPS_RTS;
+  EXPECT_EQ(0, modify_claiming_current(state_only, IBV_QP_STATE)) << "SQD -> RTS";
+  EXPECT_EQ(IBV_QPS_RTS, query().qp_state);
+  state_only.qp_state = IBV_QPS_ERR;
+  refused(state_only, IBV_QP_STATE, "RTS -> ERR");
+  ASSERT_EQ(0, to_state(IBV_QPS_ERR));
+  state_only.qp_state = IBV_QPS_RESET;
+  refused(state_only, IBV_QP_STATE, "ERR -> RESET");
+}
+
 }  // namespace
 }  // namespace softverbs::conformance

@@ -38,6 +38,8 @@ std::unique_ptr<Ah> Hca::create_ah(Pd& pd, const AddressVector& av, Errno& err) 
     err = EINVAL;
     return nullptr;
   }
+  ObjectQuota::Slot slot = take_slot(ObjectKind::kAh, err);
+  if (!slot) return nullptr;
   const bool multicast = is_multicast(av);
   uint32_t device = Ah::kNoDevice;
   if (multicast) {
@@ -49,7 +51,7 @@ std::unique_ptr<Ah> Hca::create_ah(Pd& pd, const AddressVector& av, Errno& err) 
   }
   pd.users.fetch_add(1);
   err = 0;
-  return std::unique_ptr<Ah>(new Ah(pd, av, device, multicast));
+  return std::unique_ptr<Ah>(new Ah(pd, av, device, multicast, std::move(slot)));
 }
 
 Ah::~Ah() { pd_.users.fetch_sub(1); }

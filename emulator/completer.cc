@@ -353,7 +353,7 @@ void Completer::retire_completed() {
     ++sq.head;
   }
   if (sq.next < sq.head) sq.next = sq.head;
-  if (sq.empty()) qp_.note_send_queue_drained();
+  qp_.note_send_queue_drained();
 }
 
 void Completer::fail_wqe(SendWqe& w, WcStatus status) {

@@ -15,6 +15,7 @@
 namespace softverbs {
 
 struct Cq::Impl {
+  ObjectQuota::Slot slot;  // its place in the device's CQ count
   Hca* hca = nullptr;
   Engine* engine = nullptr;
   CompletionEventSink* sink = nullptr;

@@ -99,10 +99,36 @@ bool read_layout(std::vector<LinkLayer>& links, std::string& error) {
   return true;
 }
 
+// One SOFTVERBS_MAX_* variable: unset keeps `limit`; else 1 to `limit`.
+bool read_limit(const char* variable, uint32_t& limit, std::string& error) {
+  const char* text = std::getenv(variable);
+  if (!text || !*text) return true;
+  char* end = nullptr;
+  const unsigned long parsed = std::strtoul(text, &end, 10);
+  if (*end != '\0' || parsed == 0 || parsed > limit) {
+    error = std::string(variable) + "='" + text + "' is not a number from 1 to " +
+            std::to_string(limit);
+    return false;
+  }
+  limit = static_cast<uint32_t>(parsed);
+  return true;
+}
+
+bool read_limits(ObjectLimits& limits, std::string& error) {
+  return read_limit("SOFTVERBS_MAX_PD", limits.max_pd, error) &&
+         read_limit("SOFTVERBS_MAX_CQ", limits.max_cq, error) &&
+         read_limit("SOFTVERBS_MAX_QP", limits.max_qp, error) &&
+         read_limit("SOFTVERBS_MAX_MR", limits.max_mr, error) &&
+         read_limit("SOFTVERBS_MAX_SRQ", limits.max_srq, error) &&
+         read_limit("SOFTVERBS_MAX_AH", limits.max_ah, error);
+}
+
 Catalog build_catalog() {
   Catalog catalog;
   std::vector<LinkLayer> links;
   if (!read_layout(links, catalog.error)) return catalog;
+  ObjectLimits limits;
+  if (!read_limits(limits, catalog.error)) return catalog;
   const std::vector<HostInterface> interfaces = host_interfaces();
   for (uint32_t i = 0; i < links.size(); ++i) {
     DeviceDescription d;
@@ -110,6 +136,7 @@ Catalog build_catalog() {
     d.index = i;
     d.node_guid = kGuidPrefix | (i + 1);
     d.link_layer = links[i];
+    d.limits = limits;
     const Gid default_gid = link_local_gid(d.node_guid);
     RocePort port = roce_port(i, default_gid, interfaces, kMaxOwnedAddresses);
     for (size_t g = 1; g < port.gids.size(); ++g) d.addresses.push_back(port.gids[g].gid);

@@ -13,6 +13,24 @@ namespace softverbs {
 
 enum class LinkLayer : uint8_t { kInfiniBand, kEthernet };
 
+// How many objects of each kind a device holds in one process at most
+// (object_quota.h), as ibv_query_device reports them.
+inline constexpr uint32_t kMaxQp = 1u << 16;
+inline constexpr uint32_t kMaxCq = 1u << 16;
+inline constexpr uint32_t kMaxMr = 1u << 20;
+inline constexpr uint32_t kMaxPd = 1u << 16;
+inline constexpr uint32_t kMaxSrq = 1u << 16;
+inline constexpr uint32_t kMaxAh = 1u << 20;
+
+struct ObjectLimits {
+  uint32_t max_pd = kMaxPd;
+  uint32_t max_cq = kMaxCq;
+  uint32_t max_qp = kMaxQp;
+  uint32_t max_mr = kMaxMr;
+  uint32_t max_srq = kMaxSrq;
+  uint32_t max_ah = kMaxAh;
+};
+
 struct DeviceDescription {
   std::string name;       // "softverbs0"
   uint32_t index = 0;     // position in the list, also the port's LID - 1
@@ -24,6 +42,7 @@ struct DeviceDescription {
   // The IP addresses it owns (roce_port.h), whatever its link layer: the
   // connection manager resolves them to it. On Ethernet also its GIDs.
   std::vector<Gid> addresses;
+  ObjectLimits limits;
 };
 
 // SOFTVERBS_DEVICES: number of devices (default 1) named softverbs0..N-1.
@@ -31,6 +50,8 @@ struct DeviceDescription {
 // them per device separated by commas ("ib,eth"); a list alone sets the
 // number of devices. Ethernet devices take their GIDs from the host's
 // interfaces (see roce_port.h).
+// SOFTVERBS_MAX_PD, _CQ, _QP, _MR, _SRQ, _AH: lower a limit of ObjectLimits
+// for every device (a number from 1 to the default).
 // Returns an empty list and sets `error` to a readable reason on bad values.
 std::vector<DeviceDescription> configured_devices(std::string* error = nullptr);
 

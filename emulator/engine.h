@@ -35,9 +35,11 @@
 #include "emulator/clock.h"
 #include "emulator/cm_port_directory.h"
 #include "emulator/multicast_directory.h"
+#include "emulator/object_quota.h"
 #include "emulator/packet/codec.h"
 #include "emulator/timer_queue.h"
 #include "emulator/types.h"
+#include "emulator/wire/shm_registry_layout.h"
 #include "emulator/wire/wire.h"
 
 namespace softverbs {
@@ -172,6 +174,11 @@ class Engine {
   // Who holds which connection-manager port, host-wide (cm_port_directory.h).
   CmPortDirectory& cm_ports() { return *cm_ports_; }
 
+  // What each device holds in this process, against its object limits.
+  ObjectQuota& object_quota(uint32_t device_index) {
+    return quotas_[device_index % quotas_.size()];
+  }
+
   // The HCAs open in this process (for stats and port events).
   void add_hca(Hca* hca);
   void remove_hca(Hca* hca);
@@ -261,6 +268,7 @@ class Engine {
 
   std::mutex objects_mutex_;  // guards hcas_
   std::unordered_set<Hca*> hcas_;
+  std::array<ObjectQuota, kMaxRegistryDevices> quotas_;
 
   std::atomic<uint32_t> ports_down_{0};  // bit per device index
   std::atomic<uint32_t> forced_rnr_qpn_{0};

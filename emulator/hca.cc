@@ -11,6 +11,12 @@ namespace {
 
 DeviceAttributes make_attributes(const DeviceDescription& d) {
   DeviceAttributes a;
+  a.max_pd = d.limits.max_pd;
+  a.max_cq = d.limits.max_cq;
+  a.max_qp = d.limits.max_qp;
+  a.max_mr = d.limits.max_mr;
+  a.max_srq = d.limits.max_srq;
+  a.max_ah = d.limits.max_ah;
   a.fw_ver = "1.0.0";
   a.node_guid = d.node_guid;
   a.sys_image_guid = d.node_guid;
@@ -21,7 +27,7 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   a.atomic_cap = AtomicCapability::kHca;  // atomic among this HCA's atomics
   a.max_qp_rd_atom = kMaxRdAtomic;
   a.max_qp_init_rd_atom = kMaxRdAtomic;
-  a.max_res_rd_atom = kMaxRdAtomic * kMaxQp;
+  a.max_res_rd_atom = kMaxRdAtomic * d.limits.max_qp;
   return a;
 }
 
@@ -121,9 +127,28 @@ void Hca::set_async_event_sink(AsyncEventSink* sink) {
   impl_->async_sink.store(sink, std::memory_order_release);
 }
 
+ObjectQuota::Slot Hca::take_slot(ObjectKind kind, Errno& err) {
+  const DeviceAttributes& a = impl_->attributes;
+  uint32_t limit = 0;
+  switch (kind) {
+    case ObjectKind::kPd: limit = a.max_pd; break;
+    case ObjectKind::kCq: limit = a.max_cq; break;
+    case ObjectKind::kQp: limit = a.max_qp; break;
+    case ObjectKind::kMr: limit = a.max_mr; break;
+    case ObjectKind::kSrq: limit = a.max_srq; break;
+    case ObjectKind::kAh: limit = a.max_ah; break;
+  }
+  ObjectQuota::Slot slot =
+      impl_->engine->object_quota(impl_->description.index).take(kind, limit);
+  err = slot ? 0 : ENOMEM;
+  return slot;
+}
+
 std::unique_ptr<Pd> Hca::alloc_pd(Errno& err) {
-  err = 0;
-  return std::unique_ptr<Pd>(new Pd(*this, impl_->next_pd_handle.fetch_add(1)));
+  ObjectQuota::Slot slot = take_slot(ObjectKind::kPd, err);
+  if (!slot) return nullptr;
+  return std::unique_ptr<Pd>(
+      new Pd(*this, impl_->next_pd_handle.fetch_add(1), std::move(slot)));
 }
 
 Pd::~Pd() = default;
@@ -136,7 +161,10 @@ std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errn
     err = EINVAL;
     return nullptr;
   }
+  ObjectQuota::Slot slot = take_slot(ObjectKind::kCq, err);
+  if (!slot) return nullptr;
   auto impl = std::make_unique<Cq::Impl>();
+  impl->slot = std::move(slot);
   impl->hca = this;
   impl->engine = impl_->engine;
   impl->sink = sink;
@@ -214,6 +242,8 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
 }
 
 bool Hca::add_qp(QpImpl& qp, Errno& err) {
+  qp.slot = take_slot(ObjectKind::kQp, err);
+  if (!qp.slot) return false;
   if (Errno e = impl_->engine->add_qp(qp.device_index, &qp, qp.qpn)) {
     err = e == EAGAIN ? ENOMEM : e;
     return false;

@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "emulator/attributes.h"
 #include "emulator/mr.h"
+#include "emulator/object_quota.h"
 #include "emulator/qp_counters.h"
 #include "emulator/types.h"
 
@@ -77,6 +79,8 @@ class Hca {
   // Protocol counters summed over every QP this HCA has had.
   QpCounters counters() const;
 
+  // Every create below fails with ENOMEM past its object limit (max_pd,
+  // max_mr, max_cq, max_qp, max_ah, max_srq; object_quota.h).
   std::unique_ptr<Pd> alloc_pd(Errno& err);
   // Registers memory (mr.h): EINVAL on a bad access combination (remote
   // write/atomic without local write) or a zero length; EFAULT when part of
@@ -164,8 +168,12 @@ class Hca {
 
  private:
   explicit Hca(std::unique_ptr<Impl> impl);
-  // Gives `qp` its QPN and makes it reachable; false with `err` set.
+  // Gives `qp` its place in the QP count and its QPN and makes it
+  // reachable; false with `err` set.
   bool add_qp(QpImpl& qp, Errno& err);
+  // A place in this process's count of `kind` for this device; an empty
+  // slot and ENOMEM past the device's limit.
+  ObjectQuota::Slot take_slot(ObjectKind kind, Errno& err);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -179,9 +187,11 @@ class Pd {
 
  private:
   friend class Hca;
-  Pd(Hca& hca, uint32_t handle) : hca_(hca), handle_(handle) {}
+  Pd(Hca& hca, uint32_t handle, ObjectQuota::Slot slot)
+      : hca_(hca), handle_(handle), slot_(std::move(slot)) {}
   Hca& hca_;
   uint32_t handle_;
+  ObjectQuota::Slot slot_;
 };
 
 class Cq {
@@ -227,12 +237,15 @@ class Ah {
 
  private:
   friend class Hca;
-  Ah(Pd& pd, const AddressVector& av, uint32_t device_index, bool multicast)
-      : pd_(pd), av_(av), device_index_(device_index), multicast_(multicast) {}
+  Ah(Pd& pd, const AddressVector& av, uint32_t device_index, bool multicast,
+     ObjectQuota::Slot slot)
+      : pd_(pd), av_(av), device_index_(device_index), multicast_(multicast),
+        slot_(std::move(slot)) {}
   Pd& pd_;
   AddressVector av_;
   uint32_t device_index_;
   bool multicast_;
+  ObjectQuota::Slot slot_;
 };
 
 // An XRC domain: the scope in which XRC target QPs may deliver into XRC

@@ -42,10 +42,10 @@ uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
 }  // namespace
 
-Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key)
+Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot)
     : pd_(&pd), kind_(kind), addr_(init.addr), length_(init.length), iova_(init.iova),
       access_(init.access), on_demand_(init.on_demand), lkey_(key),
-      rkey_(kind == MrKind::kNull ? 0 : key) {}
+      rkey_(kind == MrKind::kNull ? 0 : key), slot_(std::move(slot)) {}
 
 Mr::~Mr() {
   Hca::Impl& hca = pd_->hca().impl();
@@ -58,19 +58,14 @@ Mr::~Mr() {
   pd_->users.fetch_sub(1);
 }
 
-// Enters a new MR in the table. `err` is ENOMEM past max_mr.
-static std::unique_ptr<Mr> enter_mr(Hca::Impl& hca, std::unique_ptr<Mr> (*make)(Pd&, uint32_t,
-                                                                                 const void*),
-                                    Pd& pd, const void* arg, Errno& err) {
+// Enters a new MR in the table; `slot` is its place under max_mr.
+using MakeMr = std::unique_ptr<Mr> (*)(Pd&, uint32_t key, const void* arg, ObjectQuota::Slot);
+static std::unique_ptr<Mr> enter_mr(Hca::Impl& hca, MakeMr make, Pd& pd, const void* arg,
+                                    ObjectQuota::Slot slot) {
   std::unique_lock lock(hca.mr_mutex);
-  if (hca.mrs_by_key.size() >= hca.attributes.max_mr) {
-    err = ENOMEM;
-    return nullptr;
-  }
-  std::unique_ptr<Mr> mr = make(pd, hca.next_key_locked(), arg);
+  std::unique_ptr<Mr> mr = make(pd, hca.next_key_locked(), arg, std::move(slot));
   hca.mrs_by_key[mr->lkey()] = mr.get();
   pd.users.fetch_add(1);
-  err = 0;
   return mr;
 }
 
@@ -81,10 +76,13 @@ std::unique_ptr<Mr> Hca::register_mr(Pd& pd, const MrInit& init, Errno& err) {
     return nullptr;
   }
   if ((err = check_pinnable(init))) return nullptr;
-  auto make = [](Pd& p, uint32_t key, const void* arg) {
-    return std::unique_ptr<Mr>(new Mr(p, MrKind::kMemory, *static_cast<const MrInit*>(arg), key));
+  auto make = [](Pd& p, uint32_t key, const void* arg, ObjectQuota::Slot slot) {
+    return std::unique_ptr<Mr>(
+        new Mr(p, MrKind::kMemory, *static_cast<const MrInit*>(arg), key, std::move(slot)));
   };
-  return enter_mr(*impl_, make, pd, &init, err);
+  ObjectQuota::Slot slot = take_slot(ObjectKind::kMr, err);
+  if (!slot) return nullptr;
+  return enter_mr(*impl_, make, pd, &init, std::move(slot));
 }
 
 std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length, uint32_t access,
@@ -95,10 +93,12 @@ std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length, uin
 std::unique_ptr<Mr> Hca::register_null_mr(Pd& pd, Errno& err) {
   // The whole address space, as mlx5 reports it (addr 0, length SIZE_MAX).
   static const MrInit kEverything{0, UINT64_MAX, 0, kAccessLocalWrite, false};
-  auto make = [](Pd& p, uint32_t key, const void*) {
-    return std::unique_ptr<Mr>(new Mr(p, MrKind::kNull, kEverything, key));
+  auto make = [](Pd& p, uint32_t key, const void*, ObjectQuota::Slot slot) {
+    return std::unique_ptr<Mr>(new Mr(p, MrKind::kNull, kEverything, key, std::move(slot)));
   };
-  return enter_mr(*impl_, make, pd, nullptr, err);
+  ObjectQuota::Slot slot = take_slot(ObjectKind::kMr, err);
+  if (!slot) return nullptr;
+  return enter_mr(*impl_, make, pd, nullptr, std::move(slot));
 }
 
 std::unique_ptr<Mr> Hca::register_device_memory_mr(Pd& pd, DeviceMemory& dm, uint64_t offset,
@@ -109,15 +109,16 @@ std::unique_ptr<Mr> Hca::register_device_memory_mr(Pd& pd, DeviceMemory& dm, uin
     return nullptr;
   }
   const MrInit init{reinterpret_cast<uint64_t>(dm.base()) + offset, length, 0, access, false};
-  auto make = [](Pd& p, uint32_t key, const void* arg) {
+  auto make = [](Pd& p, uint32_t key, const void* arg, ObjectQuota::Slot slot) {
     return std::unique_ptr<Mr>(
-        new Mr(p, MrKind::kDeviceMemory, *static_cast<const MrInit*>(arg), key));
+        new Mr(p, MrKind::kDeviceMemory, *static_cast<const MrInit*>(arg), key,
+               std::move(slot)));
   };
-  std::unique_ptr<Mr> mr = enter_mr(*impl_, make, pd, &init, err);
-  if (mr) {
-    mr->device_memory_ = &dm;
-    dm.users.fetch_add(1);
-  }
+  ObjectQuota::Slot slot = take_slot(ObjectKind::kMr, err);
+  if (!slot) return nullptr;
+  std::unique_ptr<Mr> mr = enter_mr(*impl_, make, pd, &init, std::move(slot));
+  mr->device_memory_ = &dm;
+  dm.users.fetch_add(1);
   return mr;
 }
 

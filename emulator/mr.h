@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "emulator/object_quota.h"
 #include "emulator/types.h"
 
 namespace softverbs {
@@ -77,7 +78,7 @@ class Mr {
 
  private:
   friend class Hca;
-  Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key);
+  Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot);
   Pd* pd_;
   MrKind kind_;
   uint64_t addr_, length_, iova_;
@@ -85,6 +86,7 @@ class Mr {
   bool on_demand_;
   uint32_t lkey_, rkey_;
   DeviceMemory* device_memory_ = nullptr;  // for kDeviceMemory
+  ObjectQuota::Slot slot_;
 };
 
 // Device memory (ibv_alloc_dm(3)): memory of the HCA that the host reaches

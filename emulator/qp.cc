@@ -81,9 +81,8 @@ bool sends_allowed(QpState s) {
          s == QpState::kErr;
 }
 
-// Inline data means nothing to a READ, whose SGEs receive the response.
 bool carries_inline(const SendRequest& wr) {
-  return (wr.flags & kWrInline) && wr.opcode != WrOpcode::kRdmaRead;
+  return (wr.flags & kWrInline) && takes_inline_data(wr.opcode);
 }
 
 bool opcode_allowed(QpType type, WrOpcode op) {
@@ -145,6 +144,7 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
       requester.run();
       break;
     case QpState::kSqd:
+      requester.begin_drain();
       sq_drained_notify = attr.en_sqd_async_notify;
       note_send_queue_drained();
       break;
@@ -154,7 +154,7 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
 }
 
 void QpImpl::note_send_queue_drained() {
-  if (attr.state != QpState::kSqd || !sq_drained_notify || !sq.empty()) return;
+  if (attr.state != QpState::kSqd || !sq_drained_notify || !requester.drained()) return;
   sq_drained_notify = false;
   raise(AsyncEventType::kSqDrained);
 }
@@ -468,7 +468,8 @@ Errno Qp::query(QpAttributes& out) const {
   std::lock_guard lock(impl_->mutex);
   out = impl_->attr;
   out.cur_state = impl_->attr.state;
-  out.sq_draining = impl_->attr.state == QpState::kSqd && !impl_->sq.empty();
+  // As the kernel reports it: 1 from SQD's entry until the drain is done.
+  out.sq_draining = impl_->attr.state == QpState::kSqd && !impl_->requester.drained();
   return 0;
 }
 

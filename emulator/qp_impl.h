@@ -35,6 +35,7 @@ namespace softverbs {
 uint32_t rnr_timer_us(uint8_t code);
 
 struct QpImpl {
+  ObjectQuota::Slot slot;  // its place in the device's QP count
   std::mutex mutex;
 
   // Identity and wiring: set at creation, read-only afterwards.

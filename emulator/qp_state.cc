@@ -101,13 +101,14 @@ constexpr Table build_table() {
   set(uc, S::kSqd, S::kRts, 0, kQpAttrCurState | kPathAttrs | kQpAttrAccessFlags);
   set(ud, S::kSqd, S::kRts, 0, kQpAttrCurState | kQpAttrQkey);
   // SQD -> SQD: the path may be changed while the send queue is drained.
+  // The current state is no attribute of it: only the transitions into RTS
+  // from RTR, RTS, SQD and SQE take one (IBTA 11.2.5.2, as the kernel).
   set(rc, S::kSqd, S::kSqd, 0,
       kQpAttrPkeyIndex | kQpAttrPort | kQpAttrAv | kPathAttrs | kQpAttrAccessFlags |
           kQpAttrTimeout | kQpAttrRetryCnt | kQpAttrRnrRetry | kQpAttrMaxQpRdAtomic |
-          kQpAttrMaxDestRdAtomic | kQpAttrCurState | kQpAttrMinRnrTimer);
+          kQpAttrMaxDestRdAtomic | kQpAttrMinRnrTimer);
   set(uc, S::kSqd, S::kSqd, 0,
-      kQpAttrPkeyIndex | kQpAttrPort | kQpAttrAv | kPathAttrs | kQpAttrAccessFlags |
-          kQpAttrCurState);
+      kQpAttrPkeyIndex | kQpAttrPort | kQpAttrAv | kPathAttrs | kQpAttrAccessFlags);
   set(ud, S::kSqd, S::kSqd, 0, kQpAttrPkeyIndex | kQpAttrQkey);
   // SQE -> RTS: only unreliable QPs enter SQE (IBTA 10.3.1.6).
   set(uc, S::kSqe, S::kRts, 0, kQpAttrCurState | kQpAttrAccessFlags);

@@ -54,6 +54,24 @@ TEST(QpStateTable, AttributesOutsideTheTransitionAreRefused) {
                              QpState::kRts), 0);  // optional there
 }
 
+// The current state is an attribute only of the transitions into RTS from
+// RTR, RTS, SQD and SQE (IBTA 11.2.5.2): every other transition refuses it.
+TEST(QpStateTable, CurrentStateOnlyOnTheWayIntoRts) {
+  constexpr QpState all[] = {QpState::kReset, QpState::kInit, QpState::kRtr, QpState::kRts,
+                             QpState::kSqd,   QpState::kSqe,  QpState::kErr};
+  for (QpType type : {QpType::kRc, QpType::kUc, QpType::kUd, QpType::kXrcSend}) {
+    for (QpState cur : all) {
+      for (QpState next : all) {
+        const TransitionRule rule = transition_rule(type, cur, next);
+        if (!rule.valid) continue;
+        const bool allowed = next == QpState::kRts && cur != QpState::kInit;
+        EXPECT_EQ(allowed, (rule.optional & kQpAttrCurState) != 0)
+            << to_string(type) << " " << to_string(cur) << "->" << to_string(next);
+      }
+    }
+  }
+}
+
 TEST(QpStateTable, SkippingStatesIsIllegal) {
   EXPECT_EQ(check_transition(QpType::kRc, QpState::kReset, kRcRtrMask, QpState::kRtr), EINVAL);
   EXPECT_EQ(check_transition(QpType::kRc, QpState::kInit, kRcRtsMask, QpState::kRts), EINVAL);

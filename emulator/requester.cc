@@ -64,10 +64,13 @@ void Requester::reset() {
   send_offset_ = 0;
   ack_request_next_ = false;
   rd_atomic_outstanding_ = 0;
+  started_end_ = drain_end_ = 0;
 }
 
+bool Requester::drained() const { return qp_.sq.head >= drain_end_; }
+
 void Requester::run() {
-  if (qp_.attr.state != QpState::kRts || qp_.completer.waiting_for_rnr()) return;
+  if (!qp_.can_send() || qp_.completer.waiting_for_rnr()) return;
   Step step = Step::kNextWqe;
   while (step != Step::kStop) {
     switch (step) {
@@ -94,6 +97,8 @@ Requester::Step Requester::next_wqe() {
   SendQueue& sq = qp_.sq;
   while (sq.next != sq.tail && sq.at(sq.next).done) ++sq.next;  // failed while queued
   if (sq.next == sq.tail) return Step::kStop;
+  // SQD: only what had begun before the drain goes out (again).
+  if (qp_.attr.state == QpState::kSqd && sq.next >= drain_end_) return Step::kStop;
   wqe_ = &sq.at(sq.next);
   return Step::kCheckLimits;
 }
@@ -118,6 +123,7 @@ Requester::Step Requester::start_wqe() {
       return Step::kStop;
     }
     w.started = true;
+    started_end_ = std::max(started_end_, qp_.sq.next + 1);
     w.first_psn = npsn_;
     w.last_psn = w.is_atomic() ? npsn_ : packet::psn_add(npsn_, packets_of(w) - 1);
     w.next_response_psn = npsn_;

@@ -37,6 +37,12 @@ class Requester {
   // RTR -> RTS: the first PSN to send.
   void start(uint32_t sq_psn);
   void reset();
+  // RTS -> SQD (IBTA 10.3.1.4): the messages whose transmission has begun
+  // are carried to completion (retransmissions and RNR retries included);
+  // the WQEs behind them wait for SQD -> RTS.
+  void begin_drain() { drain_end_ = started_end_; }
+  // In SQD: every message begun before SQD was entered has completed.
+  bool drained() const;
 
   uint32_t next_psn() const { return npsn_; }
   // A READ or atomic WQE finished (done, failed or flushed): one less
@@ -87,6 +93,10 @@ class Requester {
   bool ack_request_next_ = false;
   std::vector<MulticastRoute> multicast_routes_;  // scratch of send_datagram
   uint32_t rd_atomic_outstanding_ = 0;
+  // One past the furthest SQ index whose first packet ever went out. A go
+  // back N clears `started` on the WQEs it rewinds over; this stays.
+  uint64_t started_end_ = 0;
+  uint64_t drain_end_ = 0;  // in SQD: the WQEs before it may still be sent
 };
 
 }  // namespace softverbs

@@ -16,7 +16,10 @@ std::unique_ptr<Srq> Hca::create_srq(Pd& pd, SrqInit& init, Errno& err) {
     err = EINVAL;
     return nullptr;
   }
+  ObjectQuota::Slot slot = take_slot(ObjectKind::kSrq, err);
+  if (!slot) return nullptr;
   auto impl = std::make_unique<Srq::Impl>();
+  impl->slot = std::move(slot);
   impl->hca = this;
   impl->pd = &pd;
   impl->xrcd = init.xrcd;

@@ -14,6 +14,7 @@
 namespace softverbs {
 
 struct Srq::Impl {
+  ObjectQuota::Slot slot;  // its place in the device's SRQ count
   mutable std::mutex mutex;
   Hca* hca = nullptr;
   Pd* pd = nullptr;

@@ -226,6 +226,52 @@ TEST_F(Transport, RnrThenReceivePostedSucceeds) {
   EXPECT_EQ(c.status, WcStatus::kSuccess);
 }
 
+// IBTA 10.3.1.4: RTS -> SQD finishes the messages already begun (an
+// RNR-NAKed SEND is retried, the WRITE sent behind it resent) and only
+// then reports the send queue drained; a WR posted in SQD waits for RTS.
+TEST_F(Transport, SqdFinishesMessagesInProgressAndHoldsNewOnes) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 0, 0, Mtu::k256, 14, 3, /*rnr_retry=*/7, /*min_rnr_timer=*/1);
+  Sge s{reinterpret_cast<uint64_t>(a.buffer.data()), 8, a.mr->lkey()};
+  SendRequest send;
+  send.opcode = WrOpcode::kSend;
+  send.flags = kWrSignaled;
+  send.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(send), 0);
+  ASSERT_EQ(write_whole_buffer(a, b), 0);
+  run_until_idle();  // the SEND is RNR-NAKed; the WRITE behind it dropped
+  QpAttributes sqd;
+  sqd.state = QpState::kSqd;
+  ASSERT_EQ(a.qp->modify(sqd, kQpAttrState), 0);
+  QpAttributes now;
+  a.qp->query(now);
+  EXPECT_TRUE(now.sq_draining);
+  Sge r{reinterpret_cast<uint64_t>(b.buffer.data()), 64, b.mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({5, {&r, 1}}), 0);
+  advance(1'000'000);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.opcode, WcOpcode::kSend);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.opcode, WcOpcode::kRdmaWrite);
+  a.qp->query(now);
+  EXPECT_FALSE(now.sq_draining);
+
+  const size_t sends_before = count_opcode(Opcode::kRcSendOnly);
+  ASSERT_EQ(b.qp->post_recv({6, {&r, 1}}), 0);
+  ASSERT_EQ(a.qp->post_send(send), 0);
+  advance(1'000'000);
+  EXPECT_FALSE(poll_one(*a.send_cq, c)) << "a WR posted in SQD went out";
+  EXPECT_EQ(count_opcode(Opcode::kRcSendOnly), sends_before);
+  QpAttributes rts;
+  rts.state = QpState::kRts;
+  ASSERT_EQ(a.qp->modify(rts, kQpAttrState), 0);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+}
+
 TEST_F(Transport, BadRkeyIsRemoteAccessError) {
   Endpoint a = make_endpoint(64), b = make_endpoint(64);
   connect(a, b, 0, 0);

@@ -146,6 +146,14 @@ enum class WrOpcode : uint8_t {
   kSendWithInv,
 };
 
+// Inline data is a SEND's or an RDMA WRITE's payload (IBTA 11.4.1.1). A READ
+// or an atomic has its local SGEs receive data, so the inline flag means
+// nothing to it: its SGEs are used, lkeys checked, as without the flag.
+constexpr bool takes_inline_data(WrOpcode op) {
+  return op != WrOpcode::kRdmaRead && op != WrOpcode::kAtomicCmpSwp &&
+         op != WrOpcode::kAtomicFetchAdd;
+}
+
 enum WrFlags : uint32_t {
   kWrSignaled = 1u << 0,
   kWrSolicited = 1u << 1,

@@ -27,12 +27,6 @@ SOFTVERBS_EXPORT const char* ibv_get_sysfs_path(void) {
   SOFTVERBS_FORWARD("/sys", ibv_get_sysfs_path);
 }
 
-SOFTVERBS_EXPORT int ibv_fork_init(void) { SOFTVERBS_FORWARD(ENOSYS, ibv_fork_init); }
-
-SOFTVERBS_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
-  SOFTVERBS_FORWARD(IBV_FORK_DISABLED, ibv_is_fork_initialized);
-}
-
 SOFTVERBS_EXPORT int ibv_dontfork_range(void* base, size_t size) {
   SOFTVERBS_FORWARD(ENOSYS, ibv_dontfork_range, base, size);
 }

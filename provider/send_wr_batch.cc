@@ -5,6 +5,7 @@
 
 #include "emulator/attributes.h"
 #include "provider/send_wr_translation.h"
+#include "provider/translate.h"
 
 namespace softverbs::provider {
 
@@ -58,6 +59,11 @@ void SendWrBatch::set_inline_data(const ibv_data_buf* buffers, size_t count) {
   PendingWr* pending = last();
   if (!pending) return;
   if (count > 0 && !buffers) return fail(EINVAL);
+  // A READ or atomic has SGEs to receive into; bytes given to it inline
+  // name no memory at all.
+  WrOpcode opcode;
+  if (from_ibv_wr_opcode(pending->wr.opcode, opcode) == 0 && !takes_inline_data(opcode))
+    return fail(EINVAL);
   uint64_t total = 0;
   for (size_t i = 0; i < count; ++i) total += buffers[i].length;
   if (total > kMaxInlineData) return fail(EINVAL);  // as IBV_SEND_INLINE would be

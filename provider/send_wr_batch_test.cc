@@ -43,9 +43,10 @@ void expect_same(const SendRequest& built, const SendRequest& posted) {
     EXPECT_EQ(built.sges[i].lkey, posted.sges[i].lkey);
   }
   ASSERT_EQ(built.inline_data.size(), posted.inline_data.size());
-  if (!built.inline_data.empty())
+  if (!built.inline_data.empty()) {
     EXPECT_EQ(0, std::memcmp(built.inline_data.data(), posted.inline_data.data(),
                              built.inline_data.size()));
+  }
 }
 
 class SendWrBatchTest : public ::testing::Test {

@@ -61,7 +61,8 @@ Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendReque
   if (Errno err = from_ibv_sge_list(wr.sg_list, wr.num_sge, room.sges)) return err;
   out.sges = std::span<const Sge>(room.sges, static_cast<size_t>(wr.num_sge));
   out.inline_data = {};
-  if (wr.send_flags & IBV_SEND_INLINE) {
+  // A READ or atomic keeps its SGEs with the flag: nothing is gathered.
+  if ((wr.send_flags & IBV_SEND_INLINE) && takes_inline_data(out.opcode)) {
     size_t length = 0;
     if (Errno err = gather_inline(wr.sg_list, wr.num_sge, room.inline_bytes, length))
       return err;

@@ -22,7 +22,8 @@ struct SendWrRoom {
 };
 
 // Translates `wr` into `out`; with IBV_SEND_INLINE the bytes its SGEs name
-// are copied now, so the caller may reuse them once the post returns.
+// are copied now, so the caller may reuse them once the post returns (a
+// READ or atomic ignores the flag and keeps its SGEs: takes_inline_data).
 // EINVAL for an opcode the soft HCA does not implement, an SGE count above
 // kMaxSge (or a list missing), or inline data above kMaxInlineData; `out`
 // and the room's contents are then unspecified. For a UD `qp`, the WR's
