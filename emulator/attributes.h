@@ -77,7 +77,7 @@ struct DeviceAttributes {
   uint32_t max_res_rd_atom = 0;
   uint32_t max_qp_init_rd_atom = kMaxRdAtomic;
   AtomicCapability atomic_cap = AtomicCapability::kHca;
-  uint32_t max_mw = 0;
+  uint32_t max_mw = kMaxMw;
   uint32_t max_srq = kMaxSrq;
   uint32_t max_srq_wr = kMaxQpWr;
   uint32_t max_srq_sge = kMaxSge;
@@ -103,7 +103,10 @@ struct DeviceAttributes {
   bool cap_port_active_event = true;
   bool cap_change_phy_port = false;
   bool cap_srq_resize = true;
-  bool cap_mem_window = false;
+  bool cap_mem_window = true;
+  // Type 2 windows are of type 2B (tied to a QP and its PD, IBTA 10.6.7.1),
+  // as rxe's and mlx5's are.
+  bool cap_mem_window_type_2b = true;
   bool cap_xrc = true;
 };
 

@@ -23,6 +23,8 @@ WcOpcode wc_opcode(WrOpcode op) {
     case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
     case WrOpcode::kAtomicCmpSwp: return WcOpcode::kCompSwap;
     case WrOpcode::kAtomicFetchAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
   }
   return WcOpcode::kSend;
 }

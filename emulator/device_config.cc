@@ -120,7 +120,8 @@ bool read_limits(ObjectLimits& limits, std::string& error) {
          read_limit("SOFTVERBS_MAX_QP", limits.max_qp, error) &&
          read_limit("SOFTVERBS_MAX_MR", limits.max_mr, error) &&
          read_limit("SOFTVERBS_MAX_SRQ", limits.max_srq, error) &&
-         read_limit("SOFTVERBS_MAX_AH", limits.max_ah, error);
+         read_limit("SOFTVERBS_MAX_AH", limits.max_ah, error) &&
+         read_limit("SOFTVERBS_MAX_MW", limits.max_mw, error);
 }
 
 Catalog build_catalog() {

@@ -21,6 +21,7 @@ inline constexpr uint32_t kMaxMr = 1u << 20;
 inline constexpr uint32_t kMaxPd = 1u << 16;
 inline constexpr uint32_t kMaxSrq = 1u << 16;
 inline constexpr uint32_t kMaxAh = 1u << 20;
+inline constexpr uint32_t kMaxMw = 1u << 20;
 
 struct ObjectLimits {
   uint32_t max_pd = kMaxPd;
@@ -29,6 +30,7 @@ struct ObjectLimits {
   uint32_t max_mr = kMaxMr;
   uint32_t max_srq = kMaxSrq;
   uint32_t max_ah = kMaxAh;
+  uint32_t max_mw = kMaxMw;
 };
 
 struct DeviceDescription {

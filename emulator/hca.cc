@@ -17,6 +17,7 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   a.max_mr = d.limits.max_mr;
   a.max_srq = d.limits.max_srq;
   a.max_ah = d.limits.max_ah;
+  a.max_mw = d.limits.max_mw;
   a.fw_ver = "1.0.0";
   a.node_guid = d.node_guid;
   a.sys_image_guid = d.node_guid;
@@ -137,6 +138,7 @@ ObjectQuota::Slot Hca::take_slot(ObjectKind kind, Errno& err) {
     case ObjectKind::kMr: limit = a.max_mr; break;
     case ObjectKind::kSrq: limit = a.max_srq; break;
     case ObjectKind::kAh: limit = a.max_ah; break;
+    case ObjectKind::kMw: limit = a.max_mw; break;
   }
   ObjectQuota::Slot slot =
       impl_->engine->object_quota(impl_->description.index).take(kind, limit);

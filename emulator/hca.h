@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "emulator/attributes.h"
+#include "emulator/memory_window.h"
 #include "emulator/mr.h"
 #include "emulator/object_quota.h"
 #include "emulator/qp_counters.h"
@@ -80,7 +81,7 @@ class Hca {
   QpCounters counters() const;
 
   // Every create below fails with ENOMEM past its object limit (max_pd,
-  // max_mr, max_cq, max_qp, max_ah, max_srq; object_quota.h).
+  // max_mr, max_cq, max_qp, max_ah, max_srq, max_mw; object_quota.h).
   std::unique_ptr<Pd> alloc_pd(Errno& err);
   // Registers memory (mr.h): EINVAL on a bad access combination (remote
   // write/atomic without local write) or a zero length; EFAULT when part of
@@ -101,6 +102,9 @@ class Hca {
   // MR that is not of memory, a PD of another HCA or a bad access
   // combination; EFAULT as register_mr. The keys stay.
   Errno reregister_mr(Mr& mr, const MrChange& change);
+  // A memory window of `type` (memory_window.h), unbound; EINVAL for an
+  // unknown type, ENOMEM past max_mw.
+  std::unique_ptr<Mw> alloc_mw(Pd& pd, MwType type, Errno& err);
   // Prefetch of on-demand MRs (ibv_advise_mr(3)): see mr.h.
   Errno prefetch_mr(Pd& pd, std::span<const Sge> sges, Prefetch advice, bool wait);
   // Device memory of `length` bytes aligned to 2^log_align: EINVAL for a

@@ -35,6 +35,8 @@ struct Hca::Impl {
   mutable std::shared_mutex mr_mutex;
   uint32_t next_key_index = 1;
   std::unordered_map<uint32_t, Mr*> mrs_by_key;  // lkey == rkey (a null MR has no rkey)
+  // Memory windows by the index part of their R_Keys (memory_window.h).
+  std::unordered_map<uint32_t, Mw*> mws_by_index;
   std::atomic<uint64_t> device_memory_in_use{0};  // bytes, against max_dm_size
 
   mutable std::mutex objects_mutex;
@@ -60,6 +62,10 @@ struct Hca::Impl {
   Mr* find_mr_locked(uint32_t key) const {
     auto it = mrs_by_key.find(key);
     return it == mrs_by_key.end() ? nullptr : it->second;
+  }
+  Mw* find_mw_locked(uint32_t index) const {
+    auto it = mws_by_index.find(index);
+    return it == mws_by_index.end() ? nullptr : it->second;
   }
   // The SRQ with number `srqn`, with srq_table_mutex held; nullptr if none.
   Srq* find_srq_locked(uint32_t srqn) const {

@@ -192,13 +192,18 @@ bool QpImpl::atomic_remote(uint32_t rkey, uint64_t va, bool compare_swap, uint64
   });
 }
 
-const Mr* QpImpl::remote_mr_locked(uint32_t rkey, uint64_t va, uint64_t len,
-                                   uint32_t access) const {
-  const Mr* mr = hca->impl().find_mr_locked(rkey);
-  if (!mr || mr->kind() == MrKind::kNull || &mr->pd() != pd ||
-      (mr->access() & access) != access || !mr->contains(va, len))
-    return nullptr;
-  return mr;
+bool QpImpl::resolve_remote_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                                   uint64_t& host) const {
+  const Hca::Impl& h = hca->impl();
+  if (const Mr* mr = h.find_mr_locked(rkey)) {
+    if (mr->kind() == MrKind::kNull || &mr->pd() != pd || (mr->access() & access) != access ||
+        !mr->contains(va, len))
+      return false;
+    host = mr->host_address(va);
+    return true;
+  }
+  const Mw* mw = h.find_mw_locked(rkey >> 8);
+  return mw && mw->resolve_locked(*this, rkey, va, len, access, host);
 }
 
 }  // namespace softverbs

@@ -11,6 +11,7 @@
 #include "emulator/address_space.h"
 #include "emulator/app_memory.h"
 #include "emulator/hca_impl.h"
+#include "emulator/memory_window.h"
 
 namespace softverbs {
 namespace {
@@ -18,8 +19,8 @@ namespace {
 constexpr uint32_t kWriteAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteAtomic;
 
 bool valid_access(uint32_t access) {
-  constexpr uint32_t all =
-      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  constexpr uint32_t all = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
+                           kAccessRemoteAtomic | kAccessMwBind;
   if (access & ~all) return false;
   // IBTA 10.6.3.1: remote write or atomic access requires local write.
   if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
@@ -53,6 +54,9 @@ Mr::~Mr() {
     // Exclusive: waits for any access in progress (they hold it shared).
     std::unique_lock lock(hca.mr_mutex);
     hca.mrs_by_key.erase(lkey_);
+    // Windows bound to it lose their binding: their R_Keys reach nothing.
+    for (auto it = hca.mws_by_index.begin(); bound_windows_ && it != hca.mws_by_index.end(); ++it)
+      if (it->second->bound_mr() == this) it->second->unbind_locked();
   }
   if (device_memory_) device_memory_->users.fetch_sub(1);
   pd_->users.fetch_sub(1);

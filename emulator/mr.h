@@ -21,6 +21,7 @@ namespace softverbs {
 class Hca;
 class Pd;
 class DeviceMemory;
+class Mw;
 
 enum class MrKind : uint8_t {
   kMemory,        // the process's memory (ibv_reg_mr)
@@ -78,6 +79,7 @@ class Mr {
 
  private:
   friend class Hca;
+  friend class Mw;
   Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot);
   Pd* pd_;
   MrKind kind_;
@@ -87,6 +89,7 @@ class Mr {
   uint32_t lkey_, rkey_;
   DeviceMemory* device_memory_ = nullptr;  // for kDeviceMemory
   ObjectQuota::Slot slot_;
+  uint32_t bound_windows_ = 0;  // memory windows bound to it
 };
 
 // Device memory (ibv_alloc_dm(3)): memory of the HCA that the host reaches

@@ -1,6 +1,6 @@
 // How many objects of each kind one soft device holds in this process,
 // against the device's limits (max_pd, max_cq, max_qp, max_mr, max_srq,
-// max_ah): one past the limit is refused with ENOMEM, as an HCA refuses
+// max_ah, max_mw): one past the limit is refused with ENOMEM, as an HCA refuses
 // when its resource tables are full. The count is per process, every
 // context of the device in it together (a real HCA counts every process;
 // QPNs, the one resource soft devices share between processes, are also
@@ -15,8 +15,8 @@
 
 namespace softverbs {
 
-enum class ObjectKind : uint8_t { kPd, kCq, kQp, kMr, kSrq, kAh };
-inline constexpr int kObjectKinds = 6;
+enum class ObjectKind : uint8_t { kPd, kCq, kQp, kMr, kSrq, kAh, kMw };
+inline constexpr int kObjectKinds = 7;
 
 class ObjectQuota {
  public:

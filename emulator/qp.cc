@@ -88,9 +88,11 @@ bool carries_inline(const SendRequest& wr) {
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
     case QpType::kRc:
-    case QpType::kXrcSend: return op != WrOpcode::kSendWithInv;  // needs memory windows
+    case QpType::kXrcSend: return true;
+    // IBTA 9.8.2: UC has no READ, atomics or remote invalidation.
     case QpType::kUc: return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
-                             op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm;
+                             op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm ||
+                             is_local_operation(op);
     case QpType::kUd: return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm;
     case QpType::kXrcRecv: return false;  // a target has no send queue
   }
@@ -176,6 +178,10 @@ Errno QpImpl::resolve_datagram(const SendRequest& wr, DatagramDestination& out) 
 Errno QpImpl::check_send(const SendRequest& wr, uint64_t& length) const {
   if (!sends_allowed(attr.state)) return EINVAL;
   if (!opcode_allowed(type, wr.opcode)) return EINVAL;
+  if (is_local_operation(wr.opcode)) {
+    length = 0;  // no SGEs: what it binds is in wr.bind
+    return wr.opcode == WrOpcode::kBindMw && !wr.bind.mw ? EINVAL : 0;
+  }
   if (carries_inline(wr)) {
     if (wr.inline_data.size() > cap.max_inline_data) return EINVAL;
     length = wr.inline_data.size();
@@ -203,10 +209,13 @@ void QpImpl::enqueue_send(const SendRequest& wr, uint64_t length) {
   w.swap = wr.swap;
   w.xrc_remote_srqn = wr.xrc_remote_srqn;
   w.length = length;
+  if (wr.opcode == WrOpcode::kBindMw)
+    w.bind = {wr.bind.mw->index(), wr.bind.mr_lkey, wr.bind.access, wr.bind.addr,
+              wr.bind.length, wr.bind.zero_based, wr.bind.by_verb};
   if (carries_inline(wr)) {
     w.inline_len = static_cast<uint32_t>(length);
     std::copy(wr.inline_data.begin(), wr.inline_data.end(), sq.inline_at(sq.tail));
-  } else {
+  } else if (!w.is_local()) {
     w.num_sge = static_cast<uint32_t>(wr.sges.size());
     std::copy(wr.sges.begin(), wr.sges.end(), sq.sges_at(sq.tail));
   }
@@ -441,6 +450,8 @@ Qp::~Qp() {
     hca.destroyed_qp_counters += impl_->counters;
     impl_->responder.release_receive();
   }
+  // Type 2 windows bound to it reach nothing any more (IBTA 10.6.7.2.6).
+  impl_->release_windows();
   if (impl_->type == QpType::kXrcRecv) {
     impl_->xrcd->users.fetch_sub(1);  // its PD, SRQ and CQ were borrowed
     return;

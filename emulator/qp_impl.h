@@ -59,6 +59,8 @@ struct QpImpl {
   // Where the peer lives (resolved at RTR from the address vector).
   uint32_t peer_device_index = 0;
   bool sq_drained_notify = false;
+  // Type 2 memory windows bound to this QP; guarded by the MR table lock.
+  uint32_t bound_windows = 0;
 
   SendQueue sq;
   RecvQueue rq;
@@ -98,6 +100,15 @@ struct QpImpl {
   Errno check_send(const SendRequest& wr, uint64_t& length) const;
   // Queues a checked WR on an SQ with room (flushed at once in ERR/SQE).
   void enqueue_send(const SendRequest& wr, uint64_t length);
+
+  // ---- memory windows (memory_window.cc)
+  // Executes a bind WR: kMwBindErr when a rule of memory_window.h forbids it.
+  WcStatus bind_window(const SendWqe& w);
+  // Frees the type 2 window `rkey` names: false when it names none this QP
+  // may invalidate (locally: of its PD; remotely: bound to it).
+  bool invalidate_window(uint32_t rkey, bool remote);
+  // The QP is going: windows bound to it lose their binding.
+  void release_windows();
 
   // ---- packets in and out (qp.cc)
   // A frame for this QP, decoded by the engine's intake.
@@ -142,8 +153,9 @@ struct QpImpl {
                     RunFrame& run) const;
   // A remote access through an rkey: the MR exists (and has an rkey), is in
   // the QP's PD, grants `access`, the QP allows it, and [va, va+len) lies
-  // inside it. Then runs fn(host address of va) with the MR table locked
-  // (shared), so the MR cannot be deregistered while its memory is in use;
+  // inside it; or the rkey is a memory window's that lets this QP in
+  // (memory_window.h). Then runs fn(host address of va) with the MR table
+  // locked (shared), so the MR cannot be deregistered while its memory is in use;
   // fn returns false when that memory faulted (app_memory.h). Returns false
   // when the access is refused or faulted.
   template <typename Fn>
@@ -152,8 +164,9 @@ struct QpImpl {
     if (len == 0) return true;  // zero-length accesses touch no memory (IBTA 9.4.4)
     const Hca::Impl& h = hca->impl();
     std::shared_lock lock(h.mr_mutex);
-    const Mr* mr = remote_mr_locked(rkey, va, len, access);
-    return mr && fn(reinterpret_cast<uint8_t*>(mr->host_address(va)));
+    uint64_t host = 0;
+    return resolve_remote_locked(rkey, va, len, access, host) &&
+           fn(reinterpret_cast<uint8_t*>(host));
   }
   bool remote_access_ok(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const {
     return access_remote(rkey, va, len, access, [](uint8_t*) { return true; });
@@ -171,7 +184,10 @@ struct QpImpl {
                      uint64_t swap, uint64_t& original) const;
 
  private:
-  const Mr* remote_mr_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access) const;
+  // Where [va, va+len) through `rkey` lies in host memory, with the MR
+  // table locked; false when refused.
+  bool resolve_remote_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                             uint64_t& host) const;
 };
 
 }  // namespace softverbs

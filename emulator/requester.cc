@@ -24,10 +24,12 @@ constexpr uint64_t kRunMinBytes = 16 * 1024;
 
 Opcode rc_send_opcode(const SendWqe& w, bool first, bool last) {
   const bool imm = w.opcode == WrOpcode::kSendWithImm;
-  if (first && last) return imm ? Opcode::kRcSendOnlyImm : Opcode::kRcSendOnly;
+  const bool inv = w.opcode == WrOpcode::kSendWithInv;
+  if (first && last)
+    return imm ? Opcode::kRcSendOnlyImm : inv ? Opcode::kRcSendOnlyInv : Opcode::kRcSendOnly;
   if (first) return Opcode::kRcSendFirst;
   if (!last) return Opcode::kRcSendMiddle;
-  return imm ? Opcode::kRcSendLastImm : Opcode::kRcSendLast;
+  return imm ? Opcode::kRcSendLastImm : inv ? Opcode::kRcSendLastInv : Opcode::kRcSendLast;
 }
 
 Opcode rc_write_opcode(const SendWqe& w, bool first, bool last) {
@@ -82,6 +84,7 @@ void Requester::run() {
       case Step::kSendSegment: step = send_segment(); break;
       case Step::kSendRun: step = send_run(); break;
       case Step::kSendDatagram: step = send_datagram(); break;
+      case Step::kLocalOperation: step = local_operation(); break;
       case Step::kStop: break;
     }
   }
@@ -115,6 +118,7 @@ Requester::Step Requester::check_limits() {
 
 Requester::Step Requester::start_wqe() {
   SendWqe& w = *wqe_;
+  if (w.is_local()) return Step::kLocalOperation;
   if (send_offset_ == 0 && !w.started) {
     if (w.is_atomic() && w.length != sizeof(uint64_t)) {
       // The original value needs exactly 8 bytes of local buffer.
@@ -183,6 +187,8 @@ packet::Headers Requester::segment_headers(const SendWqe& w, uint32_t psn, bool 
   }
   if (last) {
     h.imm_data = w.imm_data;
+    // SEND with invalidate: the R_Key the responder frees (IETH).
+    if (w.opcode == WrOpcode::kSendWithInv) h.ieth_rkey = w.rkey;
     h.bth.solicited = (w.flags & kWrSolicited) != 0;
   }
   return h;
@@ -281,6 +287,26 @@ Requester::Step Requester::send_datagram() {
   qp_.completer.complete(w, WcStatus::kSuccess);
   qp_.completer.retire_completed();
   return Step::kNextWqe;
+}
+
+Requester::Step Requester::local_operation() {
+  // It takes effect once every WR before it has gone out (those wanting a
+  // READ or atomic finished first ask for a fence), and completes in order.
+  SendWqe& w = *wqe_;
+  w.started = true;
+  started_end_ = std::max(started_end_, qp_.sq.next + 1);
+  const WcStatus status = w.opcode == WrOpcode::kBindMw ? qp_.bind_window(w)
+                          : qp_.invalidate_window(w.rkey, /*remote=*/false)
+                              ? WcStatus::kSuccess
+                              : WcStatus::kMwBindErr;
+  finish_wqe();
+  qp_.completer.complete(w, status);
+  qp_.completer.retire_completed();
+  if (status == WcStatus::kSuccess) return Step::kNextWqe;
+  // IBTA 10.7.3.1: a bind error is a local error: the QP fails.
+  qp_.enter_error();
+  qp_.raise(AsyncEventType::kQpFatal);
+  return Step::kStop;
 }
 
 WcStatus Requester::transmit_datagram(const SendWqe& w, const packet::Headers& h,

@@ -55,7 +55,7 @@ class Requester {
 
  private:
   enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendReadRequest,
-                    kSendDatagram,
+                    kSendDatagram, kLocalOperation,
                     kSendSegment, kSendRun, kStop };
 
   Step next_wqe();
@@ -67,6 +67,8 @@ class Requester {
   // SEND/WRITE segments from send_offset_ on, as one run (run_frame.h).
   Step send_run();
   Step send_datagram();
+  // A bind or an invalidation: done here, in the send queue's order.
+  Step local_operation();
   WcStatus transmit_datagram(const SendWqe& w, const packet::Headers& h, const WireAddress& to);
   bool run_fits(const SendWqe& w) const;
   packet::Headers segment_headers(const SendWqe& w, uint32_t psn, bool first, bool last) const;

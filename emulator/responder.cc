@@ -280,8 +280,14 @@ Responder::Step Responder::complete(Request& r) {
   ++msn_;
   const bool is_send = r.info.operation == Operation::kSend;
   const bool has_imm = r.end_info.headers & packet::kHdrImmDt;
+  const bool has_inv = r.end_info.headers & packet::kHdrIeth;
   recv_in_progress_ = write_in_progress_ = false;
-  if (is_send || has_imm) complete_receive(r.end, is_send, has_imm);
+  // SEND with invalidate (IBTA 9.4.5.1): the named window bound to this QP
+  // is freed before the receive completes; naming any other is an invalid
+  // request.
+  if (has_inv && !qp_.invalidate_window(r.end.ieth_rkey, /*remote=*/true))
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  if (is_send || has_imm) complete_receive(r.end, is_send, has_imm, has_inv);
   return is_uc() ? Step::kDone : Step::kAcknowledge;
 }
 
@@ -428,7 +434,8 @@ void Responder::retire_receive() {
   holds_receive_ = false;
 }
 
-void Responder::complete_receive(const packet::Headers& h, bool is_send, bool has_imm) {
+void Responder::complete_receive(const packet::Headers& h, bool is_send, bool has_imm,
+                                 bool has_inv) {
   Completion c;
   c.wr_id = recv_wqe_.wr_id;
   c.opcode = is_send ? WcOpcode::kRecv : WcOpcode::kRecvRdmaWithImm;
@@ -440,6 +447,10 @@ void Responder::complete_receive(const packet::Headers& h, bool is_send, bool ha
   if (has_imm) {
     c.imm_data = h.imm_data;
     c.wc_flags |= kWcWithImm;
+  }
+  if (has_inv) {
+    c.invalidated_rkey = h.ieth_rkey;
+    c.wc_flags |= kWcWithInv;
   }
   if (h.has_grh) c.wc_flags |= kWcGrh;
   retire_receive();

@@ -95,7 +95,7 @@ class Responder {
   void send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uint64_t len);
   void rnr_nak(uint32_t psn);
   bool forced_rnr() const;
-  void complete_receive(const packet::Headers& h, bool is_send, bool has_imm);
+  void complete_receive(const packet::Headers& h, bool is_send, bool has_imm, bool has_inv);
   // The receive WQE of the message in progress: claimed at its start (from
   // the RQ's head or the SRQ), given back to nobody, retired at completion.
   // false when none is posted.

@@ -48,6 +48,17 @@ struct SendWqe {
   WcStatus status = WcStatus::kSuccess;
   DatagramDestination ud;  // UD only
   uint32_t xrc_remote_srqn = 0;  // XRC initiator only
+  // kBindMw: the binding asked for, `rkey` the window's new R_Key. The
+  // window is named by its index: it may be gone when the WR executes.
+  struct WindowBinding {
+    uint32_t mw_index = 0;
+    uint32_t mr_lkey = 0;
+    uint32_t access = 0;
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    bool zero_based = false;
+    bool by_verb = false;
+  } bind;
 
   bool is_read() const { return opcode == WrOpcode::kRdmaRead; }
   bool is_atomic() const {
@@ -55,6 +66,7 @@ struct SendWqe {
   }
   // READs and atomics are answered with data and count against max_rd_atomic.
   bool is_rd_atomic() const { return is_read() || is_atomic(); }
+  bool is_local() const { return is_local_operation(opcode); }
   bool is_send() const {
     return opcode == WrOpcode::kSend || opcode == WrOpcode::kSendWithImm ||
            opcode == WrOpcode::kSendWithInv;

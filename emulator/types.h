@@ -41,6 +41,7 @@ enum Access : uint32_t {
   kAccessRemoteWrite = 1u << 1,
   kAccessRemoteRead = 1u << 2,
   kAccessRemoteAtomic = 1u << 3,
+  kAccessMwBind = 1u << 4,  // an MR memory windows may be bound to
 };
 
 // A 128-bit GID in network byte order.
@@ -144,14 +145,22 @@ enum class WrOpcode : uint8_t {
   kAtomicCmpSwp,
   kAtomicFetchAdd,
   kSendWithInv,
+  // Local operations: executed in the send queue's order, no packet.
+  kBindMw,
+  kLocalInv,
 };
 
 // Inline data is a SEND's or an RDMA WRITE's payload (IBTA 11.4.1.1). A READ
 // or an atomic has its local SGEs receive data, so the inline flag means
 // nothing to it: its SGEs are used, lkeys checked, as without the flag.
+// Binds and invalidations move no bytes of the application's.
+constexpr bool is_local_operation(WrOpcode op) {
+  return op == WrOpcode::kBindMw || op == WrOpcode::kLocalInv;
+}
+
 constexpr bool takes_inline_data(WrOpcode op) {
   return op != WrOpcode::kRdmaRead && op != WrOpcode::kAtomicCmpSwp &&
-         op != WrOpcode::kAtomicFetchAdd;
+         op != WrOpcode::kAtomicFetchAdd && !is_local_operation(op);
 }
 
 enum WrFlags : uint32_t {
@@ -159,6 +168,19 @@ enum WrFlags : uint32_t {
   kWrSolicited = 1u << 1,
   kWrInline = 1u << 2,
   kWrFence = 1u << 3,
+};
+
+class Mw;
+
+// What a bind of a memory window asks for (ibv_bind_mw(3), IBV_WR_BIND_MW).
+struct MwBindRequest {
+  const Mw* mw = nullptr;
+  uint32_t mr_lkey = 0;  // the MR it is bound to; unused when length is 0
+  uint64_t addr = 0;     // the window's first byte, in the MR's address space
+  uint64_t length = 0;   // 0 unbinds a type 1 window
+  uint32_t access = 0;   // the window's remote rights (Access)
+  bool zero_based = false;
+  bool by_verb = false;  // ibv_bind_mw (type 1), not a posted WR (type 2)
 };
 
 struct SendRequest {
@@ -182,6 +204,9 @@ struct SendRequest {
   uint32_t remote_qkey = 0;
   // XRC initiator only: the XRC SRQ at the target that receives the message.
   uint32_t xrc_remote_srqn = 0;
+  // kBindMw: the binding; `rkey` is the window's new R_Key. kLocalInv and
+  // kSendWithInv: `rkey` is the R_Key to invalidate.
+  MwBindRequest bind;
 };
 
 struct RecvRequest {

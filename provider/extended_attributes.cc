@@ -19,9 +19,8 @@ constexpr uint32_t kKnownCqCreateFlags =
 
 constexpr uint64_t kUcSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                 IBV_QP_EX_WITH_RDMA_WRITE |
-                                IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-// Send with invalidate is accepted here, as ibv_post_send accepts the
-// opcode; the HCA refuses the WR itself until memory windows exist.
+                                IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_BIND_MW |
+                                IBV_QP_EX_WITH_LOCAL_INV;
 constexpr uint64_t kRcSendOps = kUcSendOps | IBV_QP_EX_WITH_SEND_WITH_INV |
                                 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;

@@ -89,16 +89,18 @@ TEST(CreateQpEx, SendOpsAreCheckedAgainstTheQpType) {
                           IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE |
                           IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                           IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                          IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                          IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |
+                          IBV_QP_EX_WITH_LOCAL_INV;
   const uint64_t uc_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                          IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+                          IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                          IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
   const uint64_t ud_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   const SendOpsCase cases[] = {
       {IBV_QPT_RC, rc_ops, 0},
       {IBV_QPT_UC, uc_ops, 0},
       {IBV_QPT_UD, ud_ops, 0},
-      {IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW, EOPNOTSUPP},
-      {IBV_QPT_RC, IBV_QP_EX_WITH_LOCAL_INV, EOPNOTSUPP},
+      {IBV_QPT_UD, IBV_QP_EX_WITH_BIND_MW, EOPNOTSUPP},
+      {IBV_QPT_UD, IBV_QP_EX_WITH_LOCAL_INV, EOPNOTSUPP},
       {IBV_QPT_RC, IBV_QP_EX_WITH_TSO, EOPNOTSUPP},
       {IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE, EOPNOTSUPP},
       {IBV_QPT_UC, IBV_QP_EX_WITH_RDMA_READ, EOPNOTSUPP},

@@ -37,6 +37,11 @@ struct SoftMr {
   std::unique_ptr<Mr> mr;
 };
 
+struct SoftMw {
+  ibv_mw ibv;
+  std::unique_ptr<Mw> mw;
+};
+
 struct SoftDm {
   ibv_dm ibv;
   std::unique_ptr<DeviceMemory> dm;

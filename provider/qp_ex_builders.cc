@@ -52,6 +52,20 @@ void wr_send_inv(ibv_qp_ex* qpx, uint32_t invalidate_rkey) {
         [&](ibv_send_wr& wr) { wr.invalidate_rkey = invalidate_rkey; });
 }
 
+// A type 2 window bound under `rkey` (ibv_wr_bind_mw(3)); the binding is
+// copied, as the caller may reuse it once the builder returns.
+void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  build(qpx, IBV_WR_BIND_MW, [&](ibv_send_wr& wr) {
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = rkey;
+    if (info) wr.bind_mw.bind_info = *info;
+  });
+}
+
+void wr_local_inv(ibv_qp_ex* qpx, uint32_t invalidate_rkey) {
+  build(qpx, IBV_WR_LOCAL_INV, [&](ibv_send_wr& wr) { wr.invalidate_rkey = invalidate_rkey; });
+}
+
 void wr_rdma_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr) {
   build(qpx, IBV_WR_RDMA_WRITE, [&](ibv_send_wr& wr) { wr.wr.rdma = {remote_addr, rkey}; });
 }
@@ -152,9 +166,10 @@ void install_send_wr_builders(SoftQp& qp, uint64_t send_ops) {
                              refuse<uint32_t, uint64_t, uint64_t, uint64_t>);
   x.wr_atomic_fetch_add = pick(send_ops, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
                                wr_atomic_fetch_add, refuse<uint32_t, uint64_t, uint64_t>);
-  // No memory windows, TSO or atomic write on a soft QP yet.
-  x.wr_bind_mw = refuse<ibv_mw*, uint32_t, const ibv_mw_bind_info*>;
-  x.wr_local_inv = refuse<uint32_t>;
+  x.wr_bind_mw = pick(send_ops, IBV_QP_EX_WITH_BIND_MW, wr_bind_mw,
+                      refuse<ibv_mw*, uint32_t, const ibv_mw_bind_info*>);
+  x.wr_local_inv = pick(send_ops, IBV_QP_EX_WITH_LOCAL_INV, wr_local_inv, refuse<uint32_t>);
+  // No TSO or atomic write on a soft QP yet.
   x.wr_send_tso = refuse<void*, uint16_t, uint16_t>;
   x.wr_atomic_write = refuse<uint32_t, uint64_t, const void*>;
 

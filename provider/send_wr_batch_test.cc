@@ -204,7 +204,7 @@ TEST_F(SendWrBatchTest, TooMuchInlineDataOrTooManySgesAreInvalid) {
 }
 
 TEST_F(SendWrBatchTest, AnOpcodeTheHcaLacksIsRefusedAtTranslation) {
-  batch_.add(IBV_WR_LOCAL_INV, 1, 0);
+  batch_.add(IBV_WR_TSO, 1, 0);
   std::span<const SendRequest> requests;
   EXPECT_EQ(batch_.translate(requests), EINVAL);
 }

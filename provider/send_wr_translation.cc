@@ -40,6 +40,11 @@ uint64_t total_length(const ibv_sge* list, int count) {
 
 namespace {
 
+// The rights a window may grant (ibv_bind_mw(3)); ZERO_BASED is how it is
+// addressed, not a right.
+constexpr unsigned int kWindowRights =
+    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
 Errno translate_datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRequest& out) {
   ibv_ah* ah = wr.wr.ud.ah;
   if (!ah || ah->context != qp.context) return EINVAL;
@@ -51,6 +56,24 @@ Errno translate_datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRe
 
 }  // namespace
 
+Errno translate_window_binding(const ibv_send_wr& wr, const ibv_qp& qp, bool by_verb,
+                               SendRequest& out) {
+  const ibv_mw* mw = wr.bind_mw.mw;
+  const ibv_mw_bind_info& info = wr.bind_mw.bind_info;
+  if (!mw || mw->context != qp.context) return EINVAL;
+  if (info.mw_access_flags & ~(kWindowRights | IBV_ACCESS_ZERO_BASED)) return EINVAL;
+  if (info.mr && info.mr->context != qp.context) return EINVAL;
+  out.rkey = wr.bind_mw.rkey;
+  out.bind.mw = soft_of<SoftMw>(const_cast<ibv_mw*>(mw))->mw.get();
+  out.bind.mr_lkey = info.mr ? info.mr->lkey : 0;
+  out.bind.addr = info.addr;
+  out.bind.length = info.length;
+  out.bind.access = qp_access_from_ibv(info.mw_access_flags & kWindowRights);
+  out.bind.zero_based = info.mw_access_flags & IBV_ACCESS_ZERO_BASED;
+  out.bind.by_verb = by_verb;
+  return 0;
+}
+
 Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendRequest& out,
                         const ibv_qp* qp) {
   if (Errno err = from_ibv_send_wr(wr, out)) return err;
@@ -58,6 +81,13 @@ Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendReque
     if (Errno err = translate_datagram_address(*qp, wr, out)) return err;
   }
   if (qp && qp->qp_type == IBV_QPT_XRC_SEND) out.xrc_remote_srqn = wr.qp_type.xrc.remote_srqn;
+  if (is_local_operation(out.opcode)) {
+    // A bind or an invalidation has no SGEs; a bind names its window.
+    out.sges = {};
+    out.inline_data = {};
+    if (out.opcode != WrOpcode::kBindMw) return 0;
+    return qp ? translate_window_binding(wr, *qp, /*by_verb=*/false, out) : EINVAL;
+  }
   if (Errno err = from_ibv_sge_list(wr.sg_list, wr.num_sge, room.sges)) return err;
   out.sges = std::span<const Sge>(room.sges, static_cast<size_t>(wr.num_sge));
   out.inline_data = {};

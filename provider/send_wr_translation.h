@@ -32,6 +32,12 @@ struct SendWrRoom {
 Errno translate_send_wr(const ibv_send_wr& wr, const SendWrRoom& room, SendRequest& out,
                         const ibv_qp* qp = nullptr);
 
+// The binding of an IBV_WR_BIND_MW WR (or of ibv_bind_mw, `by_verb`) on
+// `qp`: EINVAL for a window or MR of another context, or rights a window
+// cannot grant (memory_window_verbs.cc).
+Errno translate_window_binding(const ibv_send_wr& wr, const ibv_qp& qp, bool by_verb,
+                               SendRequest& out);
+
 // Copies an SGE list into `room` (kMaxSge entries). EINVAL for a count no
 // soft QP can take, or a list missing.
 Errno from_ibv_sge_list(const ibv_sge* list, int count, Sge* room);

@@ -17,9 +17,7 @@ void set_ops(verbs_context& vctx) {
   ops.post_send = soft_post_send;
   ops.post_recv = soft_post_recv;
   ops.post_srq_recv = soft_post_srq_recv;
-  ops.alloc_mw = soft_alloc_mw;
-  ops.bind_mw = soft_bind_mw;
-  ops.dealloc_mw = soft_dealloc_mw;
+  set_memory_window_ops(ops);
   // Everything else stays NULL, so the inline verbs that look for an op
   // (ibv_open_xrcd, ibv_create_flow, ...) fail with EOPNOTSUPP instead of
   // pretending.
@@ -81,6 +79,7 @@ void close_soft_context(SoftContext* context) {
   std::vector<SoftQp*> opened_qps;
   std::vector<SoftXrcd*> xrcds;
   std::vector<SoftDm*> dms;
+  std::vector<SoftMw*> mws;
   {
     std::lock_guard lock(context->objects.mutex);
     for (auto& [key, qp] : context->objects.qps) qps.push_back(qp);
@@ -93,12 +92,14 @@ void close_soft_context(SoftContext* context) {
     for (SoftXrcd* xrcd : context->objects.xrcds) xrcds.push_back(xrcd);
     context->objects.xrcds.clear();
     for (SoftDm* dm : context->objects.dms) dms.push_back(dm);
+    for (SoftMw* mw : context->objects.mws) mws.push_back(mw);
   }
   for (SoftQp* qp : opened_qps) destroy_soft_qp(*context, qp, false);
   for (SoftQp* qp : qps) destroy_soft_qp(*context, qp, false);
   for (SoftSrq* srq : srqs) destroy_soft_srq(*context, srq, false);
   for (SoftXrcd* xrcd : xrcds) delete xrcd;
   for (SoftAh* ah : ahs) destroy_soft_ah(*context, ah);
+  for (SoftMw* mw : mws) destroy_soft_mw(*context, mw);
   for (SoftMr* mr : mrs) destroy_soft_mr(*context, mr);
   for (SoftDm* dm : dms) destroy_soft_dm(*context, dm);
   for (SoftCq* cq : cqs) destroy_soft_cq(*context, cq, false);

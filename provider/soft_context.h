@@ -57,6 +57,7 @@ void destroy_soft_pd(SoftContext& context, SoftPd* pd);
 void destroy_soft_srq(SoftContext& context, SoftSrq* srq, bool wait_for_acks);
 void destroy_soft_ah(SoftContext& context, SoftAh* ah);
 void destroy_soft_dm(SoftContext& context, SoftDm* dm);
+void destroy_soft_mw(SoftContext& context, SoftMw* mw);
 
 // Fills the ibv_mr of a registered soft MR and records it in the context.
 ibv_mr* publish_soft_mr(SoftContext& context, std::unique_ptr<SoftMr> mr, ibv_pd* pd, void* addr,
@@ -93,9 +94,7 @@ ibv_cq_ex* soft_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 int soft_modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
 int soft_query_rt_values(ibv_context* context, ibv_values_ex* values);
 int soft_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
-// Not supported yet: honest failures.
-ibv_mw* soft_alloc_mw(ibv_pd* pd, ibv_mw_type type);
-int soft_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
-int soft_dealloc_mw(ibv_mw* mw);
+// Memory windows (memory_window_verbs.cc): alloc_mw, bind_mw, dealloc_mw.
+void set_memory_window_ops(ibv_context_ops& ops);
 
 }  // namespace softverbs::provider

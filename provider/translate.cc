@@ -82,6 +82,7 @@ void to_ibv_device_attr(const DeviceAttributes& in, ibv_device_attr& out) {
   if (in.cap_change_phy_port) caps |= IBV_DEVICE_CHANGE_PHY_PORT;
   if (in.cap_srq_resize) caps |= IBV_DEVICE_SRQ_RESIZE;
   if (in.cap_mem_window) caps |= IBV_DEVICE_MEM_WINDOW;
+  if (in.cap_mem_window_type_2b) caps |= IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   if (in.cap_xrc) caps |= IBV_DEVICE_XRC;
   out.device_cap_flags = caps;
   out.max_sge = saturate(in.max_sge);
@@ -359,6 +360,7 @@ unsigned int access_to_ibv(uint32_t access) {
   if (access & kAccessRemoteWrite) out |= IBV_ACCESS_REMOTE_WRITE;
   if (access & kAccessRemoteRead) out |= IBV_ACCESS_REMOTE_READ;
   if (access & kAccessRemoteAtomic) out |= IBV_ACCESS_REMOTE_ATOMIC;
+  if (access & kAccessMwBind) out |= IBV_ACCESS_MW_BIND;
   return out;
 }
 
@@ -377,8 +379,8 @@ Errno mr_access_from_ibv(unsigned int ibv_access, uint32_t& out) {
       !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
   if (access & kUnsupported) return EOPNOTSUPP;
-  // MW_BIND is accepted and means nothing yet: no soft MW can be allocated.
   out = qp_access_from_ibv(access & ~kLayout);
+  if (access & IBV_ACCESS_MW_BIND) out |= kAccessMwBind;
   return 0;
 }
 
@@ -518,7 +520,9 @@ Errno from_ibv_wr_opcode(int opcode, WrOpcode& out) {
     case IBV_WR_ATOMIC_CMP_AND_SWP: out = WrOpcode::kAtomicCmpSwp; return 0;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: out = WrOpcode::kAtomicFetchAdd; return 0;
     case IBV_WR_SEND_WITH_INV: out = WrOpcode::kSendWithInv; return 0;
-    default: return EINVAL;  // LOCAL_INV, BIND_MW, TSO, DRIVER1, ATOMIC_WRITE
+    case IBV_WR_BIND_MW: out = WrOpcode::kBindMw; return 0;
+    case IBV_WR_LOCAL_INV: out = WrOpcode::kLocalInv; return 0;
+    default: return EINVAL;  // TSO, DRIVER1, ATOMIC_WRITE, FLUSH
   }
 }
 
@@ -554,12 +558,20 @@ Errno from_ibv_send_wr(const ibv_send_wr& in, SendRequest& out) {
       out.compare_add = in.wr.atomic.compare_add;
       out.swap = in.wr.atomic.swap;
       break;
+    case WrOpcode::kSendWithInv:
+      out.rkey = in.invalidate_rkey;
+      break;
     case WrOpcode::kSend:
     case WrOpcode::kSendWithImm:
-    case WrOpcode::kSendWithInv:
       // For UD the union holds the destination instead.
       out.remote_qpn = in.wr.ud.remote_qpn;
       out.remote_qkey = in.wr.ud.remote_qkey;
+      break;
+    case WrOpcode::kLocalInv:
+      out.rkey = in.invalidate_rkey;
+      break;
+    case WrOpcode::kBindMw:
+      out.rkey = in.bind_mw.rkey;  // the rest needs the objects: translate_window_binding
       break;
   }
   return 0;

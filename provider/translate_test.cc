@@ -24,7 +24,9 @@ TEST(DeviceAttr, GuidsAreInNetworkOrderAndCapsBecomeFlags) {
   EXPECT_TRUE(out.device_cap_flags & IBV_DEVICE_RC_RNR_NAK_GEN);
   EXPECT_TRUE(out.device_cap_flags & IBV_DEVICE_PORT_ACTIVE_EVENT);
   EXPECT_FALSE(out.device_cap_flags & IBV_DEVICE_XRC);
-  EXPECT_FALSE(out.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+  EXPECT_TRUE(out.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+  EXPECT_FALSE(out.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A);
+  EXPECT_TRUE(out.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
   EXPECT_EQ(out.atomic_cap, IBV_ATOMIC_HCA);
   EXPECT_EQ(out.max_sge, static_cast<int>(kMaxSge));
   EXPECT_EQ(out.max_cqe, static_cast<int>(kMaxCqe));
@@ -316,13 +318,33 @@ TEST(SendWr, AtomicFields) {
 
 TEST(SendWr, OpcodesWithoutSoftSupportAreInvalid) {
   SendRequest out;
-  const int opcodes[] = {IBV_WR_LOCAL_INV, IBV_WR_BIND_MW, IBV_WR_TSO, IBV_WR_DRIVER1,
-                         IBV_WR_ATOMIC_WRITE, 200};
+  const int opcodes[] = {IBV_WR_TSO, IBV_WR_DRIVER1, IBV_WR_ATOMIC_WRITE, 200};
   for (int opcode : opcodes) {
     ibv_send_wr in{};
     in.opcode = static_cast<ibv_wr_opcode>(opcode);
     EXPECT_EQ(from_ibv_send_wr(in, out), EINVAL) << opcode;
   }
+}
+
+// The keys of the memory window operations come from their own fields.
+TEST(SendWr, WindowOperationsTakeTheirKeys) {
+  SendRequest out;
+  ibv_send_wr in{};
+  in.opcode = IBV_WR_LOCAL_INV;
+  in.invalidate_rkey = 0x1234;
+  ASSERT_EQ(from_ibv_send_wr(in, out), 0);
+  EXPECT_EQ(out.opcode, WrOpcode::kLocalInv);
+  EXPECT_EQ(out.rkey, 0x1234u);
+  in.opcode = IBV_WR_SEND_WITH_INV;
+  ASSERT_EQ(from_ibv_send_wr(in, out), 0);
+  EXPECT_EQ(out.opcode, WrOpcode::kSendWithInv);
+  EXPECT_EQ(out.rkey, 0x1234u);
+  in = {};
+  in.opcode = IBV_WR_BIND_MW;
+  in.bind_mw.rkey = 0x5678;
+  ASSERT_EQ(from_ibv_send_wr(in, out), 0);
+  EXPECT_EQ(out.opcode, WrOpcode::kBindMw);
+  EXPECT_EQ(out.rkey, 0x5678u);
 }
 
 TEST(Completion, AllFieldsAndFlags) {

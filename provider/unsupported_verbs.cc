@@ -5,19 +5,6 @@
 #include "provider/real_library.h"
 #include "provider/soft_context.h"
 
-namespace softverbs::provider {
-
-ibv_mw* soft_alloc_mw(ibv_pd*, ibv_mw_type) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-int soft_bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
-
-int soft_dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
-
-}  // namespace softverbs::provider
-
 using namespace softverbs;
 using namespace softverbs::provider;
 

@@ -152,6 +152,10 @@ ibv_send_wr Endpoint::make_send_wr(const SendSpec& spec, ibv_sge& sge) const {
       rkey = remote_.restricted_rkey;
       break;
     case RemoteTarget::kUnknownRkey: rkey = unregistered_rkey(rkey); break;
+    case RemoteTarget::kGivenKey:
+      remote_addr = spec.remote_offset;
+      rkey = spec.rkey;
+      break;
   }
   if (atomic) {
     wr.wr.atomic.remote_addr = remote_addr;
@@ -164,6 +168,7 @@ ibv_send_wr Endpoint::make_send_wr(const SendSpec& spec, ibv_sge& sge) const {
   }
   if (spec.opcode == IBV_WR_SEND_WITH_IMM || spec.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
     wr.imm_data = spec.imm_data;
+  if (spec.opcode == IBV_WR_SEND_WITH_INV) wr.invalidate_rkey = spec.rkey;
   return wr;
 }
 

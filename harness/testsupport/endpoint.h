@@ -69,6 +69,7 @@ enum class RemoteTarget : uint32_t {
   kBuffer,            // the peer's main buffer, at remote_offset
   kRestrictedRegion,  // the peer's restricted region, at remote_offset
   kUnknownRkey,       // the main buffer's address with an rkey nobody registered
+  kGivenKey,          // SendSpec::rkey at address remote_offset (a memory window's)
 };
 
 // One send WR. The local data is [local_offset, local_offset + length) of
@@ -82,6 +83,7 @@ struct SendSpec {
   RemoteTarget target = RemoteTarget::kBuffer;
   uint64_t remote_offset = 0;
   uint32_t imm_data = 0;  // network byte order, as ibv_send_wr carries it
+  uint32_t rkey = 0;      // RemoteTarget::kGivenKey; IBV_WR_SEND_WITH_INV: the key to invalidate
   uint64_t compare_add = 0;
   uint64_t swap = 0;
 };
