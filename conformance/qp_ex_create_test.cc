@@ -93,13 +93,18 @@ TEST_F(CreateQpEx, SendOpsTheQpTypeLacksAreRefused) {
       << "errno " << last_error_;
 }
 
-// Memory window operations need memory windows.
-TEST_F(CreateQpEx, WindowOpsNeedMemoryWindows) {
-  if (device_attr().max_mw > 0) GTEST_SKIP() << "the device has memory windows";
-  EXPECT_FALSE(create_with_ops(IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW));
-  EXPECT_EQ(last_error_, EOPNOTSUPP);
-  EXPECT_FALSE(create_with_ops(IBV_QPT_RC, IBV_QP_EX_WITH_LOCAL_INV));
-  EXPECT_EQ(last_error_, EOPNOTSUPP);
+// Memory window operations: on RC where the device has memory windows,
+// never on UD (ibv_wr_post(3)).
+TEST_F(CreateQpEx, WindowOpsFollowTheDeviceAndTheQpType) {
+  constexpr uint64_t kWindowOps = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+  EXPECT_FALSE(create_with_ops(IBV_QPT_UD, IBV_QP_EX_WITH_BIND_MW));
+  EXPECT_NE(last_error_, 0);
+  if (device_attr().max_mw == 0) {
+    EXPECT_FALSE(create_with_ops(IBV_QPT_RC, kWindowOps));
+    EXPECT_EQ(last_error_, EOPNOTSUPP);
+    return;
+  }
+  EXPECT_TRUE(create_with_ops(IBV_QPT_RC, kWindowOps)) << "errno " << last_error_;
 }
 
 TEST_F(CreateQpEx, XrcTypesNeedXrc) {

@@ -101,6 +101,9 @@ using Access = void (*)(void* state);
 // memory, and reports whether it ran without a fault there. Not inlined:
 // nothing but `recovery` lives across the sigsetjmp.
 [[gnu::noinline]] bool guarded(const void* app, size_t n, Access access, void* state) {
+  // The first page is never mapped (vm.mmap_min_addr): no copy need try,
+  // and memcpy must not be handed a null pointer.
+  if (!app) return false;
   Recovery recovery;
   recovery.begin = reinterpret_cast<uintptr_t>(app);
   recovery.end = recovery.begin + n;
