@@ -234,8 +234,9 @@ TEST(MemoryWindow, TypeTwoInvalidatedLocallyWhileThePeerUsesIt) {
   });
 }
 
-// The peer frees the window with a SEND with invalidate; the receive says
-// so, and the key reaches nothing afterwards.
+// The peer frees the window with a SEND with invalidate, long enough to
+// take many packets; the receive says so, and the key reaches nothing
+// afterwards.
 TEST(MemoryWindow, TypeTwoInvalidatedByThePeersSend) {
   if (!device_has_windows(2)) GTEST_SKIP() << "the device has no type 2 memory windows";
   with_connected_pair(window_options(), [&](Endpoint& local, RemoteEndpoint& remote,
@@ -250,11 +251,13 @@ TEST(MemoryWindow, TypeTwoInvalidatedByThePeersSend) {
     const uint64_t start = local.buffer().mr_address() + kWindowOffset;
     expect_status(IBV_WC_SUCCESS, peer_rdma(remote, IBV_WR_RDMA_READ, key, start, 256),
                   "the peer's READ before the invalidation");
-    ASSERT_EQ(0, local.post_recv({5, 0, 4096}));
+    constexpr uint32_t kSendLength = 40000;
+    ASSERT_EQ(0, local.post_recv({5, 0, kSendLength}));
+    ASSERT_EQ(0, remote.fill(0, kSendLength, 53)) << remote.why();
     SendSpec send;
     send.wr_id = 6;
     send.opcode = IBV_WR_SEND_WITH_INV;
-    send.length = 128;
+    send.length = kSendLength;
     send.rkey = key;
     ASSERT_EQ(0, remote.post_send(send)) << remote.why();
     std::vector<ibv_wc> wc;
@@ -266,7 +269,8 @@ TEST(MemoryWindow, TypeTwoInvalidatedByThePeersSend) {
     expect_completion(wc[0], 5, IBV_WC_SUCCESS, "its receive");
     EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_INV);
     EXPECT_EQ(wc[0].invalidated_rkey, key);
-    EXPECT_EQ(wc[0].byte_len, 128u);
+    EXPECT_EQ(wc[0].byte_len, kSendLength);
+    EXPECT_FALSE(local.check(0, kSendLength, 53)) << "the SEND's bytes did not land";
     expect_status(IBV_WC_REM_ACCESS_ERR, peer_rdma(remote, IBV_WR_RDMA_READ, key, start, 256),
                   "the peer's READ after the invalidation");
   });
