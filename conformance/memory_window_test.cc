@@ -296,7 +296,7 @@ TEST(MemoryWindow, DeallocatingABoundWindowEndsThePeersAccess) {
   });
 }
 
-// Each rule of a binding (IBTA 10.6.7.2), broken once: the bind completes
+// Each rule of a binding (IBTA 10.6.7), broken once: the bind completes
 // with IBV_WC_MW_BIND_ERR and the QP goes to the error state.
 TEST(MemoryWindow, BindsThatBreakARuleCompleteWithMwBindErr) {
   if (!device_has_windows(2)) GTEST_SKIP() << "the device has no type 2 memory windows";

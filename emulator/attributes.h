@@ -104,7 +104,7 @@ struct DeviceAttributes {
   bool cap_change_phy_port = false;
   bool cap_srq_resize = true;
   bool cap_mem_window = true;
-  // Type 2 windows are of type 2B (tied to a QP and its PD, IBTA 10.6.7.1),
+  // Type 2 windows are of type 2B (tied to a QP and its PD),
   // as rxe's and mlx5's are.
   bool cap_mem_window_type_2b = true;
   bool cap_xrc = true;

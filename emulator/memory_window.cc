@@ -43,7 +43,7 @@ std::unique_ptr<Mw> Hca::alloc_mw(Pd& pd, MwType type, Errno& err) {
   return mw;
 }
 
-// IBTA 10.6.7.2 and o10-37.2: what a binding must satisfy.
+// What a binding must satisfy (IBTA 10.6.7, memory windows).
 bool Mw::may_bind_locked(const QpImpl& qp, const Mr* mr, const MwBindRequest& b,
                          uint32_t new_rkey) const {
   // A type 1 window is bound by ibv_bind_mw, a type 2 by a posted WR.
@@ -85,7 +85,7 @@ bool Mw::bind_locked(QpImpl& qp, Mr* mr, const MwBindRequest& b, uint32_t new_rk
 }
 
 bool Mw::invalidate_locked(const QpImpl& qp, uint32_t rkey, bool remote) {
-  // IBTA 10.6.7.2.5: only type 2 windows are invalidated; a remote
+  // Only type 2 windows are invalidated (IBTA 10.6.7); a remote
   // invalidation only by the QP the window is bound to.
   if (type_ != MwType::kType2 || !mr_ || rkey != rkey_ || pd_ != qp.pd) return false;
   if (remote && qp_ != &qp) return false;

@@ -450,7 +450,7 @@ Qp::~Qp() {
     hca.destroyed_qp_counters += impl_->counters;
     impl_->responder.release_receive();
   }
-  // Type 2 windows bound to it reach nothing any more (IBTA 10.6.7.2.6).
+  // Type 2 windows bound to it reach nothing any more.
   impl_->release_windows();
   if (impl_->type == QpType::kXrcRecv) {
     impl_->xrcd->users.fetch_sub(1);  // its PD, SRQ and CQ were borrowed

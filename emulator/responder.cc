@@ -282,9 +282,8 @@ Responder::Step Responder::complete(Request& r) {
   const bool has_imm = r.end_info.headers & packet::kHdrImmDt;
   const bool has_inv = r.end_info.headers & packet::kHdrIeth;
   recv_in_progress_ = write_in_progress_ = false;
-  // SEND with invalidate (IBTA 9.4.5.1): the named window bound to this QP
-  // is freed before the receive completes; naming any other is an invalid
-  // request.
+  // SEND with invalidate: the named window bound to this QP is freed
+  // before the receive completes; naming any other is an invalid request.
   if (has_inv && !qp_.invalidate_window(r.end.ieth_rkey, /*remote=*/true))
     return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   if (is_send || has_imm) complete_receive(r.end, is_send, has_imm, has_inv);
