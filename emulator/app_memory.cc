@@ -149,6 +149,11 @@ Mode mode_from_environment() {
 std::once_flag g_handler_once;
 
 void use_mode(Mode mode) {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer's interceptors and atomics run inside its runtime, which
+  // a fault must not leave by siglongjmp: copies go by system calls there.
+  mode = Mode::kSyscall;
+#endif
   // The handler only where faults are to be caught: a program that asked
   // for system calls keeps its signal dispositions as they were.
   if (mode == Mode::kGuarded) std::call_once(g_handler_once, install_fault_handler);

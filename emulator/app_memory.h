@@ -18,6 +18,8 @@
 //   kernel fails with EFAULT. Costs a system call per access; for programs
 //   that install their own SIGSEGV handler after opening a device and do
 //   not pass faults on. Atomics are only probed (read) before they run.
+//   Always this way under ThreadSanitizer, whose runtime a fault guard
+//   cannot recover from.
 //
 // Threads: every function may be called from any thread, with any lock
 // held; nothing here takes a lock.
