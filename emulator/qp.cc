@@ -89,7 +89,7 @@ bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
     case QpType::kRc:
     case QpType::kXrcSend: return true;
-    // IBTA 9.8.2: UC has no READ, atomics or remote invalidation.
+    // UC has no READ, atomics or remote invalidation.
     case QpType::kUc: return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
                              op == WrOpcode::kRdmaWrite || op == WrOpcode::kRdmaWriteWithImm ||
                              is_local_operation(op);
