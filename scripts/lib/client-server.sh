@@ -21,11 +21,15 @@ tcp_port_is_listening() {
                       END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# Prints a TCP port in 20000..52767 that nobody listens on now.
+# Prints a TCP port that nobody listens on now, below the kernel's range of
+# ephemeral ports: one in that range may be the local end of any connection
+# on the host, and the server's bind would fail.
 free_tcp_port() {
-  local port
+  local port low=32768 high=60999
+  read -r low high </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  ((low > 11000)) || low=32768
   for _ in $(seq 1 100); do
-    port=$((20000 + RANDOM))
+    port=$((10000 + RANDOM % (low - 10000)))
     if ! tcp_port_is_listening "$port"; then
       echo "$port"
       return 0
