@@ -33,7 +33,8 @@ std::unique_ptr<Ah> Hca::create_ah(Pd& pd, const AddressVector& av, Errno& err) 
   query_port(1, port);
   // A RoCE port routes by GID only: an AH without a GRH has no address.
   const bool needs_grh = impl_->description.link_layer == LinkLayer::kEthernet;
-  if (av.port_num != 1 || (av.is_global && av.sgid_index >= port.gid_tbl_len) ||
+  if (!impl_->description.has_port(av.port_num) ||
+      (av.is_global && av.sgid_index >= port.gid_tbl_len) ||
       (needs_grh && !av.is_global)) {
     err = EINVAL;
     return nullptr;

@@ -102,6 +102,9 @@ struct DeviceAttributes {
   bool cap_rc_rnr_nak_gen = true;
   bool cap_port_active_event = true;
   bool cap_change_phy_port = false;
+  // Alternate paths and their migration (path_migration.h): InfiniBand only,
+  // as the kernel refuses alternate paths on RoCE.
+  bool cap_auto_path_mig = false;
   bool cap_srq_resize = true;
   bool cap_mem_window = true;
   // Type 2 windows are of type 2B (tied to a QP and its PD),

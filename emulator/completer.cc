@@ -289,8 +289,7 @@ void Completer::request_missing_responses(SendWqe& w, bool stream_ended) {
   if (!stream_ended && resend_pending_ && resend_psn_ == w.next_response_psn) return;
   resend_pending_ = true;
   resend_psn_ = w.next_response_psn;
-  if (retries_left_ == 0) return fail_oldest(WcStatus::kRetryExcErr);
-  --retries_left_;
+  if (retries_exhausted()) return fail_oldest(WcStatus::kRetryExcErr);
   read_arrivals_.follow(w.first_psn);
   read_arrivals_.for_each_gap(w.next_response_psn, w.last_psn, kMaxGapRequests,
                               [&](uint32_t psn, uint32_t packets) {
@@ -323,9 +322,27 @@ void Completer::resend_from(uint32_t psn) {
   if (resend_pending_ && psn == resend_psn_) return;
   resend_pending_ = true;
   resend_psn_ = psn;
-  if (retries_left_ == 0) return fail_oldest(WcStatus::kRetryExcErr);
-  --retries_left_;
+  if (retries_exhausted()) return fail_oldest(WcStatus::kRetryExcErr);
   qp_.requester.rewind_to(psn);
+  qp_.requester.run();
+}
+
+bool Completer::retries_exhausted() {
+  if (retries_left_ > 0) {
+    --retries_left_;
+    return false;
+  }
+  // IBTA 17.2.8: an armed QP migrates instead, and counts afresh there.
+  if (!qp_.migrate_instead_of_failing(MigrationCause::kRetriesExhausted)) return true;
+  retries_left_ = qp_.attr.retry_cnt;
+  return false;
+}
+
+void Completer::resend_outstanding() {
+  if (una_psn_ == qp_.requester.next_psn()) return;
+  resend_pending_ = true;
+  resend_psn_ = una_psn_;
+  qp_.requester.rewind_to(una_psn_);
   qp_.requester.run();
 }
 
@@ -408,15 +425,10 @@ void Completer::on_timer(uint64_t now_ns) {
     retransmit_deadline_ns_ = 0;
     if (una_psn_ != qp_.requester.next_psn()) {
       ++qp_.counters.retransmit_timeouts;
-      if (retries_left_ == 0) {
+      if (retries_exhausted())
         fail_oldest(WcStatus::kRetryExcErr);
-      } else {
-        --retries_left_;
-        resend_pending_ = true;
-        resend_psn_ = una_psn_;
-        qp_.requester.rewind_to(una_psn_);
-        qp_.requester.run();
-      }
+      else
+        resend_outstanding();
     }
   }
   // Liveness: while packets are unacknowledged a timer must run.

@@ -36,6 +36,8 @@ class Completer {
 
   // A packet that must be acknowledged is on the wire.
   void arm_retransmit_timer();
+  // Go back N to the oldest unacknowledged PSN now (the path changed).
+  void resend_outstanding();
   bool waiting_for_rnr() const { return rnr_deadline_ns_ != 0; }
 
   // Marks a WQE done with `status`; retire_completed() reports it.
@@ -81,6 +83,9 @@ class Completer {
   void advance_una(uint32_t psn);
   bool take_acknowledgement(uint32_t psn);
   void resend_from(uint32_t psn);
+  // Takes one retry of retry_cnt; true when none is left and the QP could
+  // not migrate to its alternate path instead.
+  bool retries_exhausted();
   // Asks again for the responses READ `w` lacks, gap by gap.
   void request_missing_responses(SendWqe& w, bool stream_ended);
   // A READ finished: applies the acknowledgement that passed over it.

@@ -99,6 +99,33 @@ bool read_layout(std::vector<LinkLayer>& links, std::string& error) {
   return true;
 }
 
+// SOFTVERBS_PORTS: 1 or 2 ports on every InfiniBand device.
+bool read_port_count(uint8_t& count, std::string& error) {
+  const char* text = std::getenv("SOFTVERBS_PORTS");
+  count = 1;
+  if (!text || !*text) return true;
+  if (std::strcmp(text, "1") != 0 && std::strcmp(text, "2") != 0) {
+    error = std::string("SOFTVERBS_PORTS='") + text + "' is not a port count of 1 or 2";
+    return false;
+  }
+  count = static_cast<uint8_t>(*text - '0');
+  return true;
+}
+
+// Ports after the first of InfiniBand device `index`: LIDs after every
+// device's port 1 (at most 16 devices), GIDs from their own port GUIDs.
+std::vector<PortAddress> more_ports_of(uint32_t index, uint64_t node_guid, uint8_t count) {
+  std::vector<PortAddress> ports;
+  for (uint8_t p = 2; p <= count; ++p) {
+    PortAddress port;
+    port.lid = static_cast<uint16_t>(index + 1 + 16 * (p - 1));
+    const uint64_t port_guid = node_guid + (uint64_t(p - 1) << 16);
+    port.gids.push_back(GidEntry{link_local_gid(port_guid), 0, {}});
+    ports.push_back(std::move(port));
+  }
+  return ports;
+}
+
 // One SOFTVERBS_MAX_* variable: unset keeps `limit`; else 1 to `limit`.
 bool read_limit(const char* variable, uint32_t& limit, std::string& error) {
   const char* text = std::getenv(variable);
@@ -130,6 +157,8 @@ Catalog build_catalog() {
   if (!read_layout(links, catalog.error)) return catalog;
   ObjectLimits limits;
   if (!read_limits(limits, catalog.error)) return catalog;
+  uint8_t port_count = 1;
+  if (!read_port_count(port_count, catalog.error)) return catalog;
   const std::vector<HostInterface> interfaces = host_interfaces();
   for (uint32_t i = 0; i < links.size(); ++i) {
     DeviceDescription d;
@@ -148,6 +177,7 @@ Catalog build_catalog() {
     } else {
       d.lid = static_cast<uint16_t>(i + 1);
       d.gids.push_back(GidEntry{default_gid, 0, {}});
+      d.more_ports = more_ports_of(i, d.node_guid, port_count);
     }
     catalog.devices.push_back(std::move(d));
   }
@@ -168,9 +198,23 @@ std::vector<DeviceDescription> configured_devices(std::string* error) {
   return catalog().devices;
 }
 
+uint8_t DeviceDescription::port_of_lid(uint16_t wanted) const {
+  if (wanted == 0) return 0;
+  for (uint8_t p = 1; p <= port_count(); ++p)
+    if (lid_of(p) == wanted) return p;
+  return 0;
+}
+
+uint8_t DeviceDescription::port_of_gid(const Gid& gid) const {
+  for (uint8_t p = 1; p <= port_count(); ++p)
+    for (const auto& entry : gids_of(p))
+      if (entry.gid == gid) return p;
+  return 0;
+}
+
 const DeviceDescription* find_device_by_lid(uint16_t lid) {
   for (const auto& d : catalog().devices)
-    if (d.lid == lid && lid != 0) return &d;
+    if (d.port_of_lid(lid) != 0) return &d;
   return nullptr;
 }
 
@@ -183,8 +227,7 @@ const DeviceDescription* find_device_by_address(const Gid& address) {
 
 const DeviceDescription* find_device_by_gid(const Gid& gid) {
   for (const auto& d : catalog().devices)
-    for (const auto& entry : d.gids)
-      if (entry.gid == gid) return &d;
+    if (d.port_of_gid(gid) != 0) return &d;
   return nullptr;
 }
 

@@ -334,23 +334,24 @@ void Engine::remove_hca(Hca* hca) {
   hcas_.erase(hca);
 }
 
-void Engine::set_port_up(uint32_t device_index, bool up) {
+void Engine::set_port_up(uint32_t device_index, uint8_t port, bool up) {
   std::lock_guard lock(objects_mutex_);
-  if (port_up(device_index) == up) return;
+  if (port_up(device_index, port) == up) return;
   if (up)
-    ports_down_.fetch_and(~(1u << device_index));
+    ports_down_.fetch_and(~port_bit(device_index, port));
   else
-    ports_down_.fetch_or(1u << device_index);
+    ports_down_.fetch_or(port_bit(device_index, port));
   for (Hca* hca : hcas_) {
     if (hca->description().index != device_index) continue;
     Hca::Impl& impl = hca->impl();
     {
       std::lock_guard port_lock(impl.port_mutex);
-      impl.port.state = up ? PortState::kActive : PortState::kDown;
-      impl.port.phys_state = up ? 5 : 3;  // LinkUp / Disabled
+      impl.ports[port - 1].state = up ? PortState::kActive : PortState::kDown;
+      impl.ports[port - 1].phys_state = up ? 5 : 3;  // LinkUp / Disabled
     }
     impl.raise(AsyncEvent{up ? AsyncEventType::kPortActive : AsyncEventType::kPortErr, nullptr,
-                          nullptr, 1});
+                          nullptr, port});
+    if (!up) impl.migrate_away_from(port);
   }
 }
 

@@ -34,6 +34,7 @@
 
 #include "emulator/clock.h"
 #include "emulator/cm_port_directory.h"
+#include "emulator/device_config.h"
 #include "emulator/multicast_directory.h"
 #include "emulator/object_quota.h"
 #include "emulator/packet/codec.h"
@@ -191,10 +192,12 @@ class Engine {
 
   // Port state of a device as this process sees it: a downed port drops
   // every frame in and out and raises PORT_ERR; up again, PORT_ACTIVE.
-  bool port_up(uint32_t device_index) const {
-    return !(ports_down_.load(std::memory_order_relaxed) & (1u << device_index));
+  // Taking a port down also migrates the armed QPs that use it to their
+  // alternate path (path_migration.h).
+  bool port_up(uint32_t device_index, uint8_t port) const {
+    return !(ports_down_.load(std::memory_order_relaxed) & port_bit(device_index, port));
   }
-  void set_port_up(uint32_t device_index, bool up);
+  void set_port_up(uint32_t device_index, uint8_t port, bool up);
 
   // Forced RNR: the responder answers every SEND with an RNR NAK, as if no
   // receive WQE were posted. 0: off; kAllQps: every QP; else one QPN.
@@ -270,7 +273,10 @@ class Engine {
   std::unordered_set<Hca*> hcas_;
   std::array<ObjectQuota, kMaxRegistryDevices> quotas_;
 
-  std::atomic<uint32_t> ports_down_{0};  // bit per device index
+  static uint64_t port_bit(uint32_t device_index, uint8_t port) {
+    return uint64_t{1} << (device_index * kMaxPorts + (port - 1u) % kMaxPorts);
+  }
+  std::atomic<uint64_t> ports_down_{0};  // port_bit() per downed port
   std::atomic<uint32_t> forced_rnr_qpn_{0};
   Counters counters_;
   std::atomic<bool> intake_on_progress_thread_{false};

@@ -29,15 +29,17 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   a.max_qp_rd_atom = kMaxRdAtomic;
   a.max_qp_init_rd_atom = kMaxRdAtomic;
   a.max_res_rd_atom = kMaxRdAtomic * d.limits.max_qp;
+  a.phys_port_cnt = d.port_count();
+  a.cap_auto_path_mig = d.link_layer == LinkLayer::kInfiniBand;
   return a;
 }
 
 }  // namespace
 
-PortAttributes port_attributes_of(const DeviceDescription& d) {
+PortAttributes port_attributes_of(const DeviceDescription& d, uint8_t port) {
   PortAttributes p;
   p.link_layer = d.link_layer;
-  p.lid = d.lid;
+  p.lid = d.has_port(port) ? d.lid_of(port) : 0;
   // A RoCE port has no subnet manager; its GIDs are the host's IP addresses.
   p.sm_lid = d.link_layer == LinkLayer::kEthernet ? 0 : 1;
   p.cap_ip_based_gids = d.link_layer == LinkLayer::kEthernet;
@@ -52,9 +54,10 @@ PortAttributes port_attributes_of(const DeviceDescription& d) {
 
 Hca::Hca(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   impl_->self = this;
-  if (!impl_->engine->port_up(impl_->description.index)) {
-    impl_->port.state = PortState::kDown;
-    impl_->port.phys_state = 3;
+  for (uint8_t p = 1; p <= impl_->description.port_count(); ++p) {
+    if (impl_->engine->port_up(impl_->description.index, p)) continue;
+    impl_->ports[p - 1].state = PortState::kDown;
+    impl_->ports[p - 1].phys_state = 3;
   }
   impl_->engine->add_hca(this);
 }
@@ -82,7 +85,8 @@ std::unique_ptr<Hca> Hca::open_on(Engine& engine_ref, uint32_t index, Errno& err
   impl->engine = engine;
   impl->description = devices[index];
   impl->attributes = make_attributes(impl->description);
-  impl->port = port_attributes_of(impl->description);
+  for (uint8_t p = 1; p <= impl->description.port_count(); ++p)
+    impl->ports[p - 1] = port_attributes_of(impl->description, p);
   err = 0;
   return std::unique_ptr<Hca>(new Hca(std::move(impl)));
 }
@@ -94,22 +98,22 @@ uint64_t Hca::clock_ns() const { return impl_->engine->clock().now_ns(); }
 uint64_t Hca::wallclock_ns() const { return impl_->engine->clock().wallclock_ns(); }
 
 Errno Hca::query_port(uint8_t port, PortAttributes& out) const {
-  if (port != 1) return EINVAL;
+  if (!impl_->description.has_port(port)) return EINVAL;
   std::lock_guard lock(impl_->port_mutex);
-  out = impl_->port;
+  out = impl_->ports[port - 1];
   return 0;
 }
 
 Errno Hca::query_gid(uint8_t port, uint32_t index, Gid& out) const {
-  if (port != 1 || index >= kGidTableLen) return EINVAL;
-  const auto& gids = impl_->description.gids;
+  if (!impl_->description.has_port(port) || index >= kGidTableLen) return EINVAL;
+  const auto& gids = impl_->description.gids_of(port);
   // Unpopulated entries of the table read as zero, as on an HCA.
   out = index < gids.size() ? gids[index].gid : Gid{};
   return 0;
 }
 
 Errno Hca::query_pkey(uint8_t port, uint32_t index, uint16_t& out) const {
-  if (port != 1 || index >= kPkeyTableLen) return EINVAL;
+  if (!impl_->description.has_port(port) || index >= kPkeyTableLen) return EINVAL;
   out = kDefaultPkey;
   return 0;
 }

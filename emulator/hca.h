@@ -58,8 +58,8 @@ class AsyncEventSink {
   virtual void on_async_event(const AsyncEvent& event) = 0;
 };
 
-// What port 1 of a freshly opened device reports.
-PortAttributes port_attributes_of(const DeviceDescription& device);
+// What port `port` of a freshly opened device reports.
+PortAttributes port_attributes_of(const DeviceDescription& device, uint8_t port = 1);
 
 class Hca {
  public:

@@ -6,6 +6,7 @@
 // open and read-only, except the port state (port_mutex).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -27,7 +28,7 @@ struct Hca::Impl {
   DeviceAttributes attributes;
 
   mutable std::mutex port_mutex;
-  PortAttributes port;
+  std::array<PortAttributes, kMaxPorts> ports;  // [0] is port 1
 
   std::atomic<AsyncEventSink*> async_sink{nullptr};
   std::atomic<uint32_t> next_pd_handle{1};
@@ -49,6 +50,9 @@ struct Hca::Impl {
   // XRC domains opened on files, by file (xrc.cc).
   std::map<FileIdentity, std::weak_ptr<Xrcd>> xrcds_by_file;
   QpCounters destroyed_qp_counters;  // kept so device totals never go down
+
+  // Port `port` went down: its armed QPs migrate (path_migration.cc).
+  void migrate_away_from(uint8_t port);
 
   // MR lookup for local (lkey) and remote (rkey) accesses, with mr_mutex
   // held. nullptr if none.

@@ -172,10 +172,10 @@ bool QpImpl::transmit_remote(const packet::Headers& h, uint32_t rkey, uint64_t v
   } from;
   return access_remote(rkey, va, length, kAccessRemoteRead, [&](uint8_t* source) {
     from.source = source;
-    const bool port_up = engine->port_up(device_index);
-    if (engine->transmit_gathered(destination(), h, length, port_up, from) != WcStatus::kSuccess)
+    const bool link_up = port_up();
+    if (engine->transmit_gathered(destination(), h, length, link_up, from) != WcStatus::kSuccess)
       return false;
-    if (port_up)
+    if (link_up)
       ++counters.packets_sent;
     else
       ++counters.port_down_drops;  // a downed link carries nothing

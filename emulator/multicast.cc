@@ -93,8 +93,8 @@ void Engine::deliver_multicast(const packet::DecodedPacket& pkt) {
     if (h.has_grh ? a.gid != h.grh.dgid : a.lid != h.lrh.dlid) continue;
     QpImpl& qp = *a.qp;
     if (source && qp.device_index == source->index && qp.qpn == h.deth.src_qp) continue;
-    if (!port_up(qp.device_index)) continue;
     std::lock_guard qp_lock(qp.mutex);
+    if (!qp.port_up()) continue;
     qp.receive(pkt);
     delivered = true;
   }

@@ -21,6 +21,15 @@ inline void cpu_relax() {
 #endif
 }
 
+// The port of `device` a packet arrives at: the one its DLID names, or on
+// RoCE its DGID.
+uint8_t arrival_port(const DeviceDescription& device, const packet::Headers& h) {
+  if (uint8_t port = device.port_of_lid(h.lrh.dlid)) return port;
+  if (h.has_grh)
+    if (uint8_t port = device.port_of_gid(h.grh.dgid)) return port;
+  return 1;
+}
+
 }  // namespace
 
 size_t Engine::progress(size_t budget) {
@@ -102,7 +111,7 @@ void Engine::deliver(std::span<const uint8_t> shared_frame) {
   if (pkt.headers.bth.dest_qp == kMulticastQpn) return deliver_multicast(pkt);
   const DeviceDescription* device = find_device_by_lid(pkt.headers.lrh.dlid);
   if (!device && pkt.headers.has_grh) device = find_device_by_gid(pkt.headers.grh.dgid);
-  if (device && !port_up(device->index)) {
+  if (device && !port_up(device->index, arrival_port(*device, pkt.headers))) {
     counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -123,7 +132,7 @@ void Engine::deliver_run(std::span<const uint8_t> frame) {
   }
   const DeviceDescription* device = find_device_by_lid(run.first.lrh.dlid);
   if (!device && run.first.has_grh) device = find_device_by_gid(run.first.grh.dgid);
-  if (device && !port_up(device->index)) {
+  if (device && !port_up(device->index, arrival_port(*device, run.first))) {
     counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
     return;
   }

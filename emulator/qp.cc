@@ -16,7 +16,8 @@ Errno check_values(const QpImpl& qp, const QpAttributes& a, uint32_t mask) {
   const DeviceAttributes& dev = qp.hca->attributes();
   PortAttributes port;
   qp.hca->query_port(1, port);
-  if ((mask & kQpAttrPort) && a.port_num != 1) return EINVAL;
+  const DeviceDescription& device = qp.hca->description();
+  if ((mask & kQpAttrPort) && !device.has_port(a.port_num)) return EINVAL;
   if ((mask & kQpAttrPkeyIndex) && a.pkey_index >= port.pkey_tbl_len) return EINVAL;
   if ((mask & kQpAttrPathMtu) &&
       (static_cast<uint8_t>(a.path_mtu) < 1 ||
@@ -37,15 +38,25 @@ Errno check_values(const QpImpl& qp, const QpAttributes& a, uint32_t mask) {
     if (a.access_flags & ~all) return EINVAL;
   }
   if (mask & kQpAttrAv) {
-    if (a.av.port_num != 0 && a.av.port_num != 1) return EINVAL;
+    if (a.av.port_num != 0 && !device.has_port(a.av.port_num)) return EINVAL;
     if (a.av.is_global && a.av.sgid_index >= port.gid_tbl_len) return EINVAL;
     // RoCE routes by GID: an address vector without a GRH, or naming an empty
     // source GID, is refused as the kernel's rdma_check_ah_attr does.
     if (port.link_layer == LinkLayer::kEthernet &&
-        (!a.av.is_global || a.av.sgid_index >= qp.hca->description().gids.size()))
+        (!a.av.is_global || a.av.sgid_index >= device.gids.size()))
       return EINVAL;
   }
+  if (mask & kQpAttrAltPath) return qp.check_alternate_path(a);
   return 0;
+}
+
+// The soft device an address vector leads to. An address no soft device
+// owns is legal (a remote host, later): its packets are dropped and counted
+// by the wire.
+uint32_t peer_device_of(const AddressVector& av) {
+  const DeviceDescription* peer = av.is_global ? find_device_by_gid(av.dgid) : nullptr;
+  if (!peer) peer = find_device_by_lid(av.dlid);
+  return peer ? peer->index : 0;
 }
 
 void copy_attrs(QpAttributes& to, const QpAttributes& a, uint32_t mask) {
@@ -121,17 +132,19 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
   const QpState next = (mask & kQpAttrState) ? a.state : cur;
   if (Errno e = check_transition(type, cur, mask, next)) return e;
   if (Errno e = check_values(*this, a, mask)) return e;
-
-  // Resolve where the peer lives before committing, so a bad AV changes nothing.
-  if (mask & kQpAttrAv) {
-    const DeviceDescription* peer = a.av.is_global ? find_device_by_gid(a.av.dgid) : nullptr;
-    if (!peer) peer = find_device_by_lid(a.av.dlid);
-    // An address no soft device owns is legal (a remote host, later): its
-    // packets are dropped and counted by the wire.
-    peer_device_index = peer ? peer->index : 0;
+  bool migrate_now = false;
+  if (mask & kQpAttrPathMigState) {
+    const bool alternate_loaded = (mask & kQpAttrAltPath) || attr.alt_port_num != 0;
+    if (Errno e = check_migration_request(migration_state(), a.path_mig_state, next,
+                                          alternate_loaded, migrate_now))
+      return e;
   }
+
+  if (mask & kQpAttrAv) peer_device_index = peer_device_of(a.av);
+  if (mask & kQpAttrAltPath) alt_peer_device_index = peer_device_of(a.alt_av);
   copy_attrs(attr, a, mask);
   attr.state = next;
+  if (migrate_now) migrate(MigrationCause::kSoftware);
 
   if (next == cur) return 0;
   switch (next) {
@@ -322,6 +335,8 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
   if (info.transport != packet::transport_of(type)) return;
   if (type == QpType::kXrcRecv && !info.is_request) return;
   if (type == QpType::kXrcSend && info.is_request) return;
+  if (type != QpType::kUd && (can_receive() || can_send()))
+    note_peer_migration_state(pkt.headers);
   if (!info.is_request) {
     if (can_send() || attr.state == QpState::kSqe) completer.on_response(pkt, info);
     return;
@@ -341,6 +356,7 @@ void QpImpl::receive_run(const RunFrame& run) {
   if (info.transport != packet::transport_of(type) || !can_receive()) return;
   if (type == QpType::kXrcSend) return;  // an initiator receives no requests
   if (run.first.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
+  note_peer_migration_state(run.first);
   counters.packets_received += run.packets;
   ++counters.runs_received;
   responder.receive_run(run);
@@ -348,18 +364,20 @@ void QpImpl::receive_run(const RunFrame& run) {
 
 namespace {
 
-packet::Headers headers_to(const DeviceDescription& self_dev, const AddressVector& av,
-                           uint32_t dest_qp, packet::Opcode opcode, uint32_t psn) {
+packet::Headers headers_to(const DeviceDescription& self_dev, uint8_t port,
+                           const AddressVector& av, uint32_t dest_qp, packet::Opcode opcode,
+                           uint32_t psn) {
   packet::Headers h;
   h.lrh.sl = av.sl;
-  h.lrh.slid = self_dev.lid;
+  h.lrh.slid = self_dev.lid_of(port);
   h.lrh.dlid = av.dlid;
   if (av.is_global) {
     h.has_grh = true;
     h.grh.traffic_class = av.traffic_class;
     h.grh.flow_label = av.flow_label;
     h.grh.hop_limit = av.hop_limit;
-    h.grh.sgid = av.sgid_index < self_dev.gids.size() ? self_dev.gids[av.sgid_index].gid : Gid{};
+    const std::vector<GidEntry>& gids = self_dev.gids_of(port);
+    h.grh.sgid = av.sgid_index < gids.size() ? gids[av.sgid_index].gid : Gid{};
     h.grh.dgid = av.dgid;
   }
   h.bth.opcode = opcode;
@@ -373,13 +391,16 @@ packet::Headers headers_to(const DeviceDescription& self_dev, const AddressVecto
 
 packet::Headers QpImpl::make_headers(packet::Opcode opcode, uint32_t psn) const {
   if (is_xrc(type)) opcode = packet::xrc_opcode(opcode);
-  return headers_to(hca->description(), attr.av, attr.dest_qp_num, opcode, psn);
+  packet::Headers h =
+      headers_to(hca->description(), attr.port_num, attr.av, attr.dest_qp_num, opcode, psn);
+  h.bth.mig_req = migration_request_bit();
+  return h;
 }
 
 packet::Headers QpImpl::make_datagram_headers(const SendWqe& w, uint32_t psn) const {
   const bool imm = w.opcode == WrOpcode::kSendWithImm;
   packet::Headers h =
-      headers_to(hca->description(), w.ud.av, w.ud.qpn,
+      headers_to(hca->description(), attr.port_num, w.ud.av, w.ud.qpn,
                  imm ? packet::Opcode::kUdSendOnlyImm : packet::Opcode::kUdSendOnly, psn);
   h.bth.solicited = (w.flags & kWrSolicited) != 0;
   h.deth.qkey = w.ud.qkey;
@@ -390,7 +411,7 @@ packet::Headers QpImpl::make_datagram_headers(const SendWqe& w, uint32_t psn) co
 
 void QpImpl::transmit_to(const WireAddress& dst, const packet::Headers& h,
                          std::span<const uint8_t> payload) {
-  if (!engine->port_up(device_index)) {
+  if (!port_up()) {
     ++counters.port_down_drops;  // a downed link carries nothing
     return;
   }
@@ -412,10 +433,10 @@ WcStatus QpImpl::transmit_gathered_to(const WireAddress& dst, const packet::Head
       return qp.gather(sges, num_sge, offset, into);
     }
   } source(*this, sges, num_sge, offset);
-  const bool port_up = engine->port_up(device_index);
-  const WcStatus st = engine->transmit_gathered(dst, h, length, port_up, source);
+  const bool link_up = port_up();
+  const WcStatus st = engine->transmit_gathered(dst, h, length, link_up, source);
   if (st == WcStatus::kSuccess) {
-    if (port_up)
+    if (link_up)
       ++counters.packets_sent;
     else
       ++counters.port_down_drops;  // a downed link carries nothing
@@ -424,7 +445,7 @@ WcStatus QpImpl::transmit_gathered_to(const WireAddress& dst, const packet::Head
 }
 
 void QpImpl::transmit_run(const RunFrame& run) {
-  if (!engine->port_up(device_index)) {
+  if (!port_up()) {
     counters.port_down_drops += run.packets;
     return;
   }

@@ -23,6 +23,8 @@ namespace softverbs {
   X(uc_messages_dropped, "UC messages dropped because a packet was lost")         \
   X(atomic_replays, "duplicate atomics answered from the saved result")          \
   X(port_down_drops, "packets not sent because the port was down")                \
+  X(path_migrations, "moves to the alternate path (IBV_EVENT_PATH_MIG)")          \
+  X(path_migration_errors, "migrations due but the alternate port was down")      \
   X(forced_rnr_naks, "RNR NAKs sent because forced RNR was on")                  \
   X(runs_sent, "runs of packets sent as one frame, payload left in place")      \
   X(runs_received, "runs of packets received, payload pulled in one copy")      \

@@ -21,6 +21,7 @@
 #include "emulator/cq_impl.h"
 #include "emulator/hca_impl.h"
 #include "emulator/packet/codec.h"
+#include "emulator/path_migration.h"
 #include "emulator/qp_counters.h"
 #include "emulator/receive_wqe.h"
 #include "emulator/recv_queue.h"
@@ -56,8 +57,10 @@ struct QpImpl {
   QpCapabilities cap;
 
   QpAttributes attr;  // attr.state is the current state
-  // Where the peer lives (resolved at RTR from the address vector).
+  // Where the peer lives (resolved at RTR from the address vector), and
+  // where it lives on the alternate path (path_migration.h).
   uint32_t peer_device_index = 0;
+  uint32_t alt_peer_device_index = 0;
   bool sq_drained_notify = false;
   // Type 2 memory windows bound to this QP; guarded by the MR table lock.
   uint32_t bound_windows = 0;
@@ -78,6 +81,8 @@ struct QpImpl {
            attr.state == QpState::kSqd || attr.state == QpState::kSqe;
   }
   uint64_t timer_key() const { return (uint64_t(device_index) << 32) | qpn; }
+  // Whether the port of the QP's path is up, as this process sees it.
+  bool port_up() const { return engine->port_up(device_index, attr.port_num); }
   // Where a connected QP's packets go.
   WireAddress destination() const { return WireAddress{peer_device_index, attr.dest_qp_num}; }
 
@@ -109,6 +114,26 @@ struct QpImpl {
   bool invalidate_window(uint32_t rkey, bool remote);
   // The QP is going: windows bound to it lose their binding.
   void release_windows();
+
+  // ---- path migration (path_migration.cc)
+  MigrationState migration_state() const;
+  // The BTH MigReq bit of the QP's packets.
+  bool migration_request_bit() const;
+  // The alternate path of a Modify QP: EINVAL unless it is an InfiniBand
+  // port of this device (the same in alt_port_num and its address vector)
+  // and a unicast LID.
+  Errno check_alternate_path(const QpAttributes& a) const;
+  // Loads the alternate path into the primary one, enters Migrated and
+  // raises PATH_MIG.
+  void migrate(MigrationCause cause);
+  // A failure of the primary path: an armed QP migrates (true) if its
+  // alternate port is up, else raises PATH_MIG_ERR.
+  bool migrate_instead_of_failing(MigrationCause cause);
+  // A packet of the connection: rearmed peers arm, migrated ones migrate us.
+  void note_peer_migration_state(const packet::Headers& h);
+  bool arrived_over_alternate_path(const packet::Headers& h) const;
+  // Port `port` of this device went down.
+  void on_port_down(uint8_t port);
 
   // ---- packets in and out (qp.cc)
   // A frame for this QP, decoded by the engine's intake.

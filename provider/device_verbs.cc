@@ -39,7 +39,7 @@ Errno query_gid_entry(SoftContext& context, uint32_t port_num, uint32_t index,
   out.gid_index = index;
   out.port_num = port_num;
   out.gid_type = gid_type_of(context.device->description.link_layer);
-  const auto& gids = context.device->description.gids;
+  const auto& gids = context.device->description.gids_of(static_cast<uint8_t>(port_num));
   out.ndev_ifindex = index < gids.size() ? gids[index].ifindex : 0;
   return 0;
 }

@@ -97,11 +97,12 @@ bool indexed(std::string_view file, std::string_view prefix, uint32_t& index) {
   return true;
 }
 
-Errno port_file(const DeviceDescription& device, std::string_view file,
+Errno port_file(const DeviceDescription& device, uint8_t port_num, std::string_view file,
                 std::string& content) {
   // What a freshly opened soft port reports; run-time changes (a port taken
   // down by fault injection) show in ibv_query_port, not here.
-  const PortAttributes port = port_attributes_of(device);
+  const PortAttributes port = port_attributes_of(device, port_num);
+  const std::vector<GidEntry>& gids = device.gids_of(port_num);
   ibv_port_attr attr;
   to_ibv_port_attr(port, attr);
   const bool ethernet = device.link_layer == LinkLayer::kEthernet;
@@ -125,7 +126,7 @@ Errno port_file(const DeviceDescription& device, std::string_view file,
     content = format("%g Gb/sec (%dX %s)", width * speed.gbps, width, speed.name);
   } else if (indexed(file, "gids/", index)) {
     if (index >= port.gid_tbl_len) return ENOENT;
-    content = sysfs_gid(index < device.gids.size() ? device.gids[index].gid : Gid{});
+    content = sysfs_gid(index < gids.size() ? gids[index].gid : Gid{});
   } else if (indexed(file, "pkeys/", index)) {
     if (index >= port.pkey_tbl_len) return ENOENT;
     content = format("0x%04x", kDefaultPkey);
@@ -137,8 +138,8 @@ Errno port_file(const DeviceDescription& device, std::string_view file,
   } else if (indexed(file, "gid_attrs/ndevs/", index)) {
     if (index >= port.gid_tbl_len) return ENOENT;
     // The kernel answers EINVAL for an entry without a net device.
-    if (!ethernet || index >= device.gids.size()) return EINVAL;
-    content = device.gids[index].netdev;
+    if (!ethernet || index >= gids.size()) return EINVAL;
+    content = gids[index].netdev;
   } else {
     return ENOENT;
   }
@@ -167,8 +168,9 @@ Errno ibdev_sysfs_file(const DeviceDescription& device, std::string_view file,
     content = device.name + "\n";
   } else if (file == "board_id" || file == "hca_type") {
     content = "softverbs\n";
-  } else if (file.substr(0, 8) == "ports/1/") {
-    return port_file(device, file.substr(8), content);
+  } else if (file.size() > 8 && file.substr(0, 6) == "ports/" && file[7] == '/' &&
+             device.has_port(static_cast<uint8_t>(file[6] - '0'))) {
+    return port_file(device, static_cast<uint8_t>(file[6] - '0'), file.substr(8), content);
   } else {
     return ENOENT;
   }
@@ -178,17 +180,20 @@ Errno ibdev_sysfs_file(const DeviceDescription& device, std::string_view file,
 std::vector<std::string> ibdev_sysfs_file_names(const DeviceDescription& device) {
   std::vector<std::string> names = {"node_type", "node_guid", "sys_image_guid",
                                     "node_desc", "board_id",  "hca_type"};
-  for (const char* file : {"state", "phys_state", "lid", "lid_mask_count", "cap_mask",
-                           "link_layer", "rate"})
-    names.push_back(std::string("ports/1/") + file);
-  const PortAttributes port;
-  for (uint32_t i = 0; i < port.gid_tbl_len; ++i) {
-    names.push_back("ports/1/gids/" + std::to_string(i));
-    names.push_back("ports/1/gid_attrs/types/" + std::to_string(i));
-    names.push_back("ports/1/gid_attrs/ndevs/" + std::to_string(i));
+  for (uint8_t p = 1; p <= device.port_count(); ++p) {
+    const std::string dir = "ports/" + std::to_string(p) + "/";
+    for (const char* file : {"state", "phys_state", "lid", "lid_mask_count", "cap_mask",
+                             "link_layer", "rate"})
+      names.push_back(dir + file);
+    const PortAttributes port;
+    for (uint32_t i = 0; i < port.gid_tbl_len; ++i) {
+      names.push_back(dir + "gids/" + std::to_string(i));
+      names.push_back(dir + "gid_attrs/types/" + std::to_string(i));
+      names.push_back(dir + "gid_attrs/ndevs/" + std::to_string(i));
+    }
+    for (uint32_t i = 0; i < port.pkey_tbl_len; ++i)
+      names.push_back(dir + "pkeys/" + std::to_string(i));
   }
-  for (uint32_t i = 0; i < port.pkey_tbl_len; ++i)
-    names.push_back("ports/1/pkeys/" + std::to_string(i));
   std::erase_if(names, [&](const std::string& name) {
     std::string content;
     return ibdev_sysfs_file(device, name, content) != 0;

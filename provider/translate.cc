@@ -80,6 +80,7 @@ void to_ibv_device_attr(const DeviceAttributes& in, ibv_device_attr& out) {
   if (in.cap_rc_rnr_nak_gen) caps |= IBV_DEVICE_RC_RNR_NAK_GEN;
   if (in.cap_port_active_event) caps |= IBV_DEVICE_PORT_ACTIVE_EVENT;
   if (in.cap_change_phy_port) caps |= IBV_DEVICE_CHANGE_PHY_PORT;
+  if (in.cap_auto_path_mig) caps |= IBV_DEVICE_AUTO_PATH_MIG;
   if (in.cap_srq_resize) caps |= IBV_DEVICE_SRQ_RESIZE;
   if (in.cap_mem_window) caps |= IBV_DEVICE_MEM_WINDOW;
   if (in.cap_mem_window_type_2b) caps |= IBV_DEVICE_MEM_WINDOW_TYPE_2B;

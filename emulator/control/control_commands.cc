@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "emulator/engine.h"
 #include "emulator/fault/fault_injector.h"
@@ -62,8 +64,10 @@ void write_device(std::ostringstream& out, Engine& engine, Hca& hca) {
     std::lock_guard qp_lock(qp->mutex);
     total += qp->counters;
   }
-  out << "device " << impl.description.name << " port 1 "
-      << (engine.port_up(impl.description.index) ? "ACTIVE" : "DOWN") << ":";
+  out << "device " << impl.description.name;
+  for (uint8_t p = 1; p <= impl.description.port_count(); ++p)
+    out << " port " << int(p) << (engine.port_up(impl.description.index, p) ? " ACTIVE" : " DOWN");
+  out << ":";
   write_counters(out, total);
   for (QpImpl* qp : impl.qps) write_qp(out, *qp);
 }
@@ -116,15 +120,30 @@ std::string fault_command(Engine& engine, std::string_view args) {
   return "error: unknown fault request '" + std::string(verb) + "' (use show, clear or set SPEC)\n";
 }
 
+// "DEVICE [PORT] up|down"; PORT defaults to 1.
 std::string port_command(Engine& engine, std::string_view args) {
-  auto space = args.find(' ');
-  std::string device(args.substr(0, space));
-  std::string_view state = space == std::string_view::npos ? "" : args.substr(space + 1);
-  if (state != "up" && state != "down") return "error: say 'port DEVICE up' or 'port DEVICE down'\n";
+  std::vector<std::string_view> words;
+  for (size_t at = 0; at < args.size();) {
+    const size_t space = std::min(args.find(' ', at), args.size());
+    if (space > at) words.push_back(args.substr(at, space - at));
+    at = space + 1;
+  }
+  const std::string_view state = words.empty() ? "" : words.back();
+  const bool port_given = words.size() == 3;
+  if ((words.size() != 2 && !port_given) || (state != "up" && state != "down"))
+    return "error: say 'port DEVICE [PORT] up' or 'port DEVICE [PORT] down'\n";
+  const std::string device(words[0]);
   for (const auto& d : configured_devices()) {
     if (d.name != device) continue;
-    engine.set_port_up(d.index, state == "up");
-    return "ok: " + device + " port 1 " + std::string(state) + "\n";
+    uint8_t port = 1;
+    if (port_given) {
+      if (words[1].size() != 1 || !d.has_port(static_cast<uint8_t>(words[1][0] - '0')))
+        return "error: " + device + " has no port '" + std::string(words[1]) + "' (it has " +
+               std::to_string(d.port_count()) + ")\n";
+      port = static_cast<uint8_t>(words[1][0] - '0');
+    }
+    engine.set_port_up(d.index, port, state == "up");
+    return "ok: " + device + " port " + std::to_string(port) + " " + std::string(state) + "\n";
   }
   return "error: no soft device named '" + device + "'\n";
 }

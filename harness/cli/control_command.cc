@@ -133,12 +133,12 @@ int port_command(std::span<char* const> args) {
   Target target;
   int code = 0;
   if (!parse_pids(args, target, "port", code)) return code;
-  if (args.size() != 2 ||
-      (std::string_view(args[1]) != "up" && std::string_view(args[1]) != "down"))
-    return usage_error("port: say which device and up or down",
-                       "usage: softverbs port [--pid PID] DEVICE up|down  "
-                       "(e.g. softverbs port --pid 1234 softverbs0 down)");
-  return send_to(target, std::string("port ") + args[0] + " " + args[1], true, "port");
+  const std::string_view state = args.empty() ? "" : std::string_view(args.back());
+  if ((args.size() != 2 && args.size() != 3) || (state != "up" && state != "down"))
+    return usage_error("port: say which device, optionally which port, and up or down",
+                       "usage: softverbs port [--pid PID] DEVICE [PORT] up|down  "
+                       "(e.g. softverbs port --pid 1234 softverbs0 2 down; PORT defaults to 1)");
+  return send_to(target, "port " + join(args), true, "port");
 }
 
 int rnr_command(std::span<char* const> args) {

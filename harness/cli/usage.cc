@@ -22,7 +22,7 @@ void print_usage(std::FILE* out) {
       "  fault [--pid PID] show | clear | set 'PLAN' | set --file FILE\n"
       "                 inject drops, duplicates, reordering, delay, corruption\n"
       "                 into a running program's wire (docs/faults.md)\n"
-      "  port [--pid PID] DEVICE up|down\n"
+      "  port [--pid PID] DEVICE [PORT] up|down\n"
       "                 take a soft port down or up (IBV_EVENT_PORT_ERR/ACTIVE)\n"
       "  rnr [--pid PID] off|all|QPN\n"
       "                 answer every SEND with an RNR NAK (all QPs or one)\n"
@@ -91,7 +91,7 @@ void print_control_usage(std::FILE* out) {
   std::fputs(
       "usage: softverbs stats [--pid PID]...\n"
       "       softverbs fault [--pid PID] show | clear | set 'PLAN' | set --file FILE\n"
-      "       softverbs port [--pid PID] DEVICE up|down\n"
+      "       softverbs port [--pid PID] DEVICE [PORT] up|down\n"
       "       softverbs rnr [--pid PID] off|all|QPN\n"
       "\n"
       "Talks to programs running under softverbs (as this user, with the same\n"
