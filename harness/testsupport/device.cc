@@ -32,6 +32,24 @@ ContextPtr open_test_device(Errno& err) {
   return open_device(test_config().device_name, err);
 }
 
+namespace {
+
+// The first other active InfiniBand port of the device, if it has one.
+void find_alternate_port(ibv_context* context, PortAddress& out) {
+  ibv_device_attr device{};
+  if (out.use_grh || ibv_query_device(context, &device) != 0) return;
+  for (uint8_t port = 1; port <= device.phys_port_cnt; ++port) {
+    ibv_port_attr attr{};
+    if (port == out.port || ibv_query_port(context, port, &attr) != 0) continue;
+    if (attr.link_layer == IBV_LINK_LAYER_ETHERNET || attr.lid == 0) continue;
+    out.alt_port = port;
+    out.alt_lid = attr.lid;
+    return;
+  }
+}
+
+}  // namespace
+
 Errno query_port_address(ibv_context* context, uint8_t port, int gid_index,
                          PortAddress& out) {
   ibv_port_attr attr{};
@@ -47,6 +65,7 @@ Errno query_port_address(ibv_context* context, uint8_t port, int gid_index,
   bool infiniband = attr.link_layer == IBV_LINK_LAYER_INFINIBAND ||
                     attr.link_layer == IBV_LINK_LAYER_UNSPECIFIED;
   out.use_grh = !(infiniband && attr.lid != 0);
+  find_alternate_port(context, out);
   return 0;
 }
 

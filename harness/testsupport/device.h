@@ -28,6 +28,10 @@ struct PortAddress {
   bool use_grh = false;
   ibv_mtu active_mtu = IBV_MTU_1024;
   uint8_t link_layer = IBV_LINK_LAYER_UNSPECIFIED;
+  // Another InfiniBand port of the device, for an alternate path (APM);
+  // 0 when the device has none.
+  uint8_t alt_port = 0;
+  uint16_t alt_lid = 0;
 };
 
 Errno query_port_address(ibv_context* context, uint8_t port, int gid_index,

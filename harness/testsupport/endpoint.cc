@@ -128,7 +128,8 @@ Errno Endpoint::connect(const EndpointInfo& remote, const RcParameters& params,
   if (Errno e = modify_rc_to_init(qp_.get(), port_, params)) return e;
   if (Errno e = modify_rc_to_rtr(qp_.get(), port_, remote.qp, params)) return e;
   if (final_state == IBV_QPS_RTR) return 0;
-  return modify_rc_to_rts(qp_.get(), config_.psn, params);
+  if (Errno e = modify_rc_to_rts(qp_.get(), config_.psn, params)) return e;
+  return params.alternate_path ? load_alternate_path(qp_.get(), port_, remote.qp, params) : 0;
 }
 
 ibv_send_wr Endpoint::make_send_wr(const SendSpec& spec, ibv_sge& sge) const {

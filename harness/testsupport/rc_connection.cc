@@ -12,6 +12,7 @@ QpEndpoint describe_endpoint(const ibv_qp* qp, uint32_t psn, const PortAddress& 
   endpoint.qpn = qp->qp_num;
   endpoint.psn = psn & 0xffffff;
   endpoint.lid = port.lid;
+  endpoint.alt_lid = port.alt_lid;
   std::memcpy(endpoint.gid, port.gid.raw, sizeof endpoint.gid);
   if (mr) {
     endpoint.rkey = mr->rkey;
@@ -88,11 +89,25 @@ Errno modify_rc_to_rts(ibv_qp* qp, uint32_t sq_psn, const RcParameters& params) 
   return ibv_modify_qp(qp, &attr, kRcRtrToRtsMask);
 }
 
+Errno load_alternate_path(ibv_qp* qp, const PortAddress& local, const QpEndpoint& remote,
+                          const RcParameters& params) {
+  if (local.alt_port == 0 || remote.alt_lid == 0) return EINVAL;
+  ibv_qp_attr attr{};
+  attr.alt_ah_attr.dlid = remote.alt_lid;
+  attr.alt_ah_attr.port_num = local.alt_port;
+  attr.alt_port_num = local.alt_port;
+  attr.alt_pkey_index = 0;
+  attr.alt_timeout = params.timeout;
+  attr.path_mig_state = IBV_MIG_REARM;
+  return ibv_modify_qp(qp, &attr, IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE);
+}
+
 Errno connect_rc_qp(ibv_qp* qp, const PortAddress& local, uint32_t local_psn,
                     const QpEndpoint& remote, const RcParameters& params) {
   if (Errno err = modify_rc_to_init(qp, local, params)) return err;
   if (Errno err = modify_rc_to_rtr(qp, local, remote, params)) return err;
-  return modify_rc_to_rts(qp, local_psn, params);
+  if (Errno err = modify_rc_to_rts(qp, local_psn, params)) return err;
+  return params.alternate_path ? load_alternate_path(qp, local, remote, params) : 0;
 }
 
 Errno connect_rc_pair(ibv_qp* a, ibv_qp* b, const PortAddress& port,

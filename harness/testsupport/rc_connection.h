@@ -30,6 +30,7 @@ struct QpEndpoint {
   uint32_t qpn = 0;
   uint32_t psn = 0;
   uint16_t lid = 0;
+  uint16_t alt_lid = 0;  // its device's other port, for an alternate path; 0: none
   uint8_t gid[16] = {};
   uint32_t rkey = 0;
   uint64_t addr = 0;
@@ -54,6 +55,9 @@ struct RcParameters {
   uint8_t min_rnr_timer = 12;
   uint8_t max_rd_atomic = 1;
   uint8_t max_dest_rd_atomic = 1;
+  // In RTS, load the other ports of both ends as the alternate path and
+  // rearm path migration (IBTA 17.2.8); needs two InfiniBand ports.
+  bool alternate_path = false;
 };
 
 // Creates an RC QP on `pd`. `cap` asks; `granted` (if given) receives what
@@ -68,6 +72,10 @@ Errno modify_rc_to_init(ibv_qp* qp, const PortAddress& local, const RcParameters
 Errno modify_rc_to_rtr(ibv_qp* qp, const PortAddress& local, const QpEndpoint& remote,
                        const RcParameters& params);
 Errno modify_rc_to_rts(ibv_qp* qp, uint32_t sq_psn, const RcParameters& params);
+// RTS -> RTS loading the alternate path (local.alt_port to remote.alt_lid)
+// with IBV_MIG_REARM. EINVAL when either end has no other port.
+Errno load_alternate_path(ibv_qp* qp, const PortAddress& local, const QpEndpoint& remote,
+                          const RcParameters& params);
 
 // RESET -> INIT -> RTR -> RTS against `remote`, sending from `local_psn`.
 Errno connect_rc_qp(ibv_qp* qp, const PortAddress& local, uint32_t local_psn,

@@ -75,7 +75,9 @@ SoftControlReset::~SoftControlReset() {
   if (!soft_control_available()) return;
   soft_control("fault clear");
   soft_control("rnr off");
-  if (!device_name_.empty()) soft_control("port " + device_name_ + " up");
+  if (device_name_.empty()) return;
+  soft_control("port " + device_name_ + " up");
+  soft_control("port " + device_name_ + " 2 up");  // refused on a one-port device
 }
 
 std::optional<uint64_t> qp_counter(std::string_view stats, uint32_t qpn, std::string_view name) {
