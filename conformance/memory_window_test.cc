@@ -351,6 +351,27 @@ TEST(MemoryWindow, BindsThatBreakARuleCompleteWithMwBindErr) {
 }
 
 // The ibv_wr_* builders bind and invalidate as posted WRs do.
+// A local invalidation of a window that is not bound is a local error.
+TEST(MemoryWindow, InvalidatingAFreeWindowFailsTheQp) {
+  if (!device_has_windows(2)) GTEST_SKIP() << "the device has no type 2 memory windows";
+  with_connected_pair(window_options(), [&](Endpoint& local, RemoteEndpoint&,
+                                            const EndpointInfo&) {
+    MwPtr mw(ibv_alloc_mw(local.pd(), IBV_MW_TYPE_2));
+    ASSERT_TRUE(mw);
+    ibv_send_wr inv{};
+    inv.wr_id = 72;
+    inv.opcode = IBV_WR_LOCAL_INV;
+    inv.send_flags = IBV_SEND_SIGNALED;
+    inv.invalidate_rkey = mw->rkey;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(0, ibv_post_send(local.qp(), &inv, &bad));
+    std::vector<ibv_wc> wc;
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, wc));
+    expect_completion(wc[0], 72, IBV_WC_MW_BIND_ERR, "IBV_WR_LOCAL_INV of a free window");
+    EXPECT_EQ(IBV_QPS_ERR, local.state());
+  });
+}
+
 TEST(MemoryWindow, TheBuildersBindAndInvalidate) {
   if (!device_has_windows(2)) GTEST_SKIP() << "the device has no type 2 memory windows";
   PairOptions options = window_options();
