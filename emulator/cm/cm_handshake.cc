@@ -428,12 +428,32 @@ Errno ConnectionManager::accept(uint32_t handle, const ConnectionParams& params)
 void ConnectionManager::on_rtu(uint32_t remote_comm_id) {
   Id* id = find_by_comm_id(remote_comm_id);
   if (!id || id->cm != CmState::kRepSent) return;
-  id->awaiting_reply = false;
-  id->deadline_ns = 0;
-  id->cm = CmState::kEstablished;
+  enter_established(*id);
+}
+
+void ConnectionManager::enter_established(Id& id) {
+  id.awaiting_reply = false;
+  id.deadline_ns = 0;
+  id.cm = CmState::kEstablished;
   Event event;
   event.type = EventType::kEstablished;
-  post(*id, event);
+  post(id, event);
+}
+
+Errno ConnectionManager::notify(uint32_t handle, QpNotice notice) {
+  std::lock_guard lock(mutex_);
+  Id* id = find(handle);
+  if (!id) return ENOENT;
+  switch (notice) {
+    case QpNotice::kCommunicationEstablished:
+      if (id->cm == CmState::kEstablished) return EISCONN;
+      if (id->cm != CmState::kRepSent) return EINVAL;
+      enter_established(*id);  // the RTU was lost or is late; a late one is ignored
+      return 0;
+    case QpNotice::kPathMigrated:
+      return id->cm == CmState::kEstablished ? 0 : EINVAL;
+  }
+  return EINVAL;
 }
 
 Errno ConnectionManager::reject(uint32_t handle, std::span<const uint8_t> private_data,

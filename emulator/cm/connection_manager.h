@@ -88,6 +88,15 @@ class ConnectionManager {
   Errno accept(uint32_t id, const ConnectionParams& params);
   // Active side, after CONNECT_RESPONSE: sends the RTU. EINVAL otherwise.
   Errno establish(uint32_t id);
+  // What the QP of an id learned that its CM may not have (rdma_notify(3)):
+  // traffic arrived before the RTU (the QP's COMM_EST), or the QP moved to
+  // its alternate path.
+  enum class QpNotice : uint8_t { kCommunicationEstablished, kPathMigrated };
+  // COMM_EST on the passive side waiting for the RTU: established as if it
+  // had come (ESTABLISHED event); EISCONN when already established.
+  // PATH_MIG: 0 when established (no alternate path is loaded by this CM).
+  // EINVAL otherwise.
+  Errno notify(uint32_t id, QpNotice notice);
   // Refuses a pending request (REJ with `reason`, 28 or 35, and at most 148
   // bytes of private data; UD: SIDR_REP "rejected", 136 bytes). EINVAL when
   // nothing can be refused.
@@ -148,6 +157,8 @@ class ConnectionManager {
   void on_req(const CmMad& mad, const ReqMessage& req, uint32_t source_qpn);
   void on_rep(const CmMad& mad, const RepMessage& rep, uint32_t source_qpn);
   void on_rtu(uint32_t remote_comm_id);
+  // REP_SENT -> ESTABLISHED, with the ESTABLISHED event.
+  void enter_established(Id& id);
   void on_rej(const RejMessage& rej);
   void on_dreq(const CmMad& mad, uint32_t remote_comm_id);
   void on_drep(uint32_t remote_comm_id);

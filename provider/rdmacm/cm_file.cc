@@ -92,6 +92,8 @@ int CmFile::dispatch(uint32_t command, const uint8_t* in, size_t in_length, size
       return reject(in, in_length);
     case RDMA_USER_CM_CMD_DISCONNECT:
       return disconnect(in, in_length);
+    case RDMA_USER_CM_CMD_NOTIFY:
+      return notify(in, in_length);
     case RDMA_USER_CM_CMD_SET_OPTION:
       return set_option(in, in_length);
     case RDMA_USER_CM_CMD_JOIN_IP_MCAST:
@@ -107,8 +109,8 @@ int CmFile::dispatch(uint32_t command, const uint8_t* in, size_t in_length, size
       if (out_length < sizeof(ib_uverbs_qp_attr)) return ENOSPC;
       return init_qp_attr(in, in_length);
     default:
-      // Known to the kernel's ABI, not served (NOTIFY): as a kernel without
-      // the command would answer. docs/rdmacm.md lists what is not served.
+      // Known to the kernel's ABI, not served: as a kernel without the
+      // command would answer. docs/rdmacm.md lists what is not served.
       return command <= RDMA_USER_CM_CMD_JOIN_MCAST ? ENOSYS : EINVAL;
   }
 }

@@ -77,6 +77,7 @@ class CmFile final : public cm::EventSink {
   int accept(const uint8_t* in, size_t in_length);
   int reject(const uint8_t* in, size_t in_length);
   int disconnect(const uint8_t* in, size_t in_length);
+  int notify(const uint8_t* in, size_t in_length);
   int init_qp_attr(const uint8_t* in, size_t in_length);
   int set_option(const uint8_t* in, size_t in_length);
   // Multicast (cm_file_multicast.cc).

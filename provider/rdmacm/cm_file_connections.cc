@@ -111,6 +111,19 @@ int CmFile::disconnect(const uint8_t* in, size_t in_length) {
   return manager_->disconnect(command.id);
 }
 
+int CmFile::notify(const uint8_t* in, size_t in_length) {
+  const auto command = command_of<rdma_ucm_notify>(in, in_length);
+  if (!has_id(command.id)) return ENOENT;
+  switch (command.event) {
+    case IBV_EVENT_COMM_EST:
+      return manager_->notify(command.id,
+                              cm::ConnectionManager::QpNotice::kCommunicationEstablished);
+    case IBV_EVENT_PATH_MIG:
+      return manager_->notify(command.id, cm::ConnectionManager::QpNotice::kPathMigrated);
+    default: return EINVAL;  // the kernel's CM takes no other event
+  }
+}
+
 int CmFile::init_qp_attr(const uint8_t* in, size_t in_length) {
   const auto command = command_of<rdma_ucm_init_qp_attr>(in, in_length);
   if (command.qp_state > IBV_QPS_ERR) return EINVAL;
