@@ -20,6 +20,7 @@
 #include "emulator/internal_thread.h"
 #include "emulator/qp_impl.h"
 #include "emulator/run_frame.h"
+#include "emulator/wire/shm_names.h"
 #include "emulator/wire/shm_registry.h"
 #include "emulator/wire/shm_wire.h"
 
@@ -194,13 +195,45 @@ Engine::~Engine() {
   qpns_.reset();
 }
 
+namespace {
+
+// Why no device opens, when the registry is the reason and the user can act.
+void report_registry_failure(Errno err) {
+  const std::string path = shm_file_path(ShmRegistry::segment_name());
+  if (err == ETIMEDOUT)
+    std::fprintf(stderr,
+                 "softverbs: the shared registry %s stayed locked: a softverbs process "
+                 "holding it is stopped (SIGSTOP, a debugger); resume or kill it\n",
+                 path.c_str());
+  else if (err == EPROTO)
+    std::fprintf(stderr,
+                 "softverbs: %s was made by another softverbs version or is damaged; stop "
+                 "this user's softverbs programs and run 'softverbs reset'\n",
+                 path.c_str());
+  else if (err == EACCES)
+    std::fprintf(stderr,
+                 "softverbs: %s is not private to this user (owner and mode 0600 "
+                 "expected); if it is yours, 'softverbs reset' removes it\n",
+                 path.c_str());
+  else if (err == EAGAIN)
+    std::fprintf(stderr,
+                 "softverbs: could not join the shared registry %s: all %u process slots "
+                 "are taken by this user's programs, or its creator never finished it\n",
+                 path.c_str(), ShmRegistry::kMaxProcesses);
+}
+
+}  // namespace
+
 Engine* Engine::process(Errno& err) {
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, forget_engine_in_child); });
   std::lock_guard lock(g_process_mutex);
   if (g_process_engine) return g_process_engine;
   auto registry = std::shared_ptr<ShmRegistry>(ShmRegistry::attach(err).release());
-  if (!registry) return nullptr;
+  if (!registry) {
+    report_registry_failure(err);
+    return nullptr;
+  }
   fault::Plan plan;
   std::string plan_error;
   if (!startup_fault_plan(plan, plan_error)) {

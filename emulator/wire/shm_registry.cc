@@ -45,12 +45,6 @@ bool was_unlinked(const ShmSegment& segment, const std::string& name) {
 
 void initialize_layout(RegistryLayout& layout) {
   // Everything else is zero already (fresh segment).
-  pthread_mutexattr_t attributes;
-  pthread_mutexattr_init(&attributes);
-  pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&layout.mutex, &attributes);
-  pthread_mutexattr_destroy(&attributes);
   layout.version = kRegistryVersion;
   layout.max_slots = kMaxProcessSlots;
   layout.max_devices = kMaxRegistryDevices;
@@ -100,10 +94,9 @@ Errno wait_until_published(ShmSegment& segment, const std::string& name,
   }
 }
 
-// Unlinks every "<stem>mbox-<slot>-<generation>" segment. Only called while
-// no process can be attached (segment just created, or exclusively locked
-// by the last user), when no such segment can be in use.
-void remove_stray_mailboxes(const std::string& user_stem) {
+}  // namespace
+
+std::vector<std::string> remove_stray_mailboxes(const std::string& user_stem) {
   const std::string stem = mailbox_file_stem(user_stem);
   auto is_mailbox_suffix = [](std::string_view rest) {
     // <digits>-<digits>
@@ -115,7 +108,7 @@ void remove_stray_mailboxes(const std::string& user_stem) {
     return digits(rest.substr(0, dash)) && digits(rest.substr(dash + 1));
   };
   DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return;
+  if (dir == nullptr) return {};
   std::vector<std::string> strays;
   while (const dirent* entry = readdir(dir)) {
     std::string_view file(entry->d_name);
@@ -126,9 +119,9 @@ void remove_stray_mailboxes(const std::string& user_stem) {
   }
   closedir(dir);
   for (const std::string& file : strays) unlink_segment("/" + file);
+  return strays;
 }
 
-}  // namespace
 
 ShmRegistry::ShmRegistry(ShmSegment segment, struct stat identity, std::string user_stem)
     : segment_(std::move(segment)),
@@ -220,7 +213,7 @@ std::unique_ptr<ShmRegistry> ShmRegistry::attach(Errno& err) {
 ShmRegistry::~ShmRegistry() { detach(); }
 
 Errno ShmRegistry::claim_slot() {
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return lock.error();
   reclaim_dead_slots_locked();
   for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot) {
@@ -247,7 +240,7 @@ void ShmRegistry::detach() {
     return;
   }
   if (self_.generation != 0) {
-    Lock lock(layout().mutex);
+    Lock lock(*this);
     if (lock.error() == 0) {
       clear_slot_locked(self_.slot);
       reclaim_dead_slots_locked();
@@ -260,7 +253,7 @@ void ShmRegistry::detach() {
   // conversion may drop our shared lock; we are leaving anyway.)
   if (flock(segment_.descriptor(), LOCK_EX | LOCK_NB) == 0) {
     {
-      Lock lock(layout().mutex);
+      Lock lock(*this);
       if (lock.error() == 0) {
         for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot) {
           if (load_shared(layout().slots[slot].generation) != 0) clear_slot_locked(slot);
@@ -314,7 +307,7 @@ void ShmRegistry::clear_slot_locked(uint32_t slot) {
 
 Errno ShmRegistry::allocate_qpn(uint32_t device_index, uint32_t& qpn) {
   if (device_index >= kMaxRegistryDevices || self_.generation == 0) return EINVAL;
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return lock.error();
   reclaim_dead_slots_locked();
   uint32_t& cursor = layout().next_qpn[device_index];
@@ -338,7 +331,7 @@ void ShmRegistry::release_qpn(uint32_t device_index, uint32_t qpn) {
       self_.generation == 0) {
     return;
   }
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return;
   uint8_t& owner = layout().qpn_owner[device_index][qpn];
   if (load_shared(owner) != self_.slot + 1) return;
@@ -438,7 +431,7 @@ bool same_member(const Attachment& a, uint32_t device, const Gid& gid, uint16_t 
 Errno ShmRegistry::attach_multicast(uint32_t device_index, const Gid& gid, uint16_t lid,
                                     uint32_t qpn) {
   if (device_index >= kMaxRegistryDevices || self_.generation == 0) return EINVAL;
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return lock.error();
   reclaim_dead_slots_locked();
   RegistryMulticastAttachment* free_entry = nullptr;
@@ -469,7 +462,7 @@ Errno ShmRegistry::attach_multicast(uint32_t device_index, const Gid& gid, uint1
 Errno ShmRegistry::detach_multicast(uint32_t device_index, const Gid& gid, uint16_t lid,
                                     uint32_t qpn) {
   if (device_index >= kMaxRegistryDevices || self_.generation == 0) return EINVAL;
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return lock.error();
   for (RegistryMulticastAttachment& entry : layout().multicast) {
     const Attachment a = read_attachment(entry);
@@ -484,7 +477,7 @@ Errno ShmRegistry::detach_multicast(uint32_t device_index, const Gid& gid, uint1
 Errno ShmRegistry::multicast_members(const Gid* gid, uint16_t lid,
                                      std::vector<MulticastMember>& out) const {
   out.clear();
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return lock.error();
   for (const RegistryMulticastAttachment& entry : layout().multicast) {
     const Attachment a = read_attachment(entry);

@@ -18,8 +18,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,7 +48,7 @@ class ShmRegistry {
   // segment never got initialized), EPROTO (another layout version), EINVAL
   // ($SOFTVERBS_SHM_PREFIX unusable), ENOSPC (no room in /dev/shm to create
   // the segment, whose memory is reserved at creation; a message on stderr
-  // says how to make room), ETIMEDOUT (the registry mutex stayed taken),
+  // says how to make room), ETIMEDOUT (the registry lock stayed taken),
   // ENOMEM.
   static std::unique_ptr<ShmRegistry> attach(Errno& err);
   // Releases this process's QPNs and slot; unlinks the segment if no process
@@ -114,7 +116,7 @@ class ShmRegistry {
   // kernel's cma_check_port decides: on the same address EADDRINUSE; when
   // either address is the any address EADDRNOTAVAIL. Also EADDRNOTAVAIL
   // when no ephemeral port is free, ENOMEM when the table is full, EINVAL
-  // when this registry holds no slot, ETIMEDOUT (the registry mutex stayed
+  // when this registry holds no slot, ETIMEDOUT (the registry lock stayed
   // taken).
   Errno bind_cm_port(uint16_t port_space, const Gid& address, uint16_t& port,
                      uint32_t agent_qpn, uint32_t& handle);
@@ -125,7 +127,7 @@ class ShmRegistry {
   void release_cm_port(uint32_t handle);
   // The live listener for a connection to (port_space, port, address): one
   // bound to exactly that address wins over one bound to the any address.
-  // false when there is none (or the registry mutex stayed taken). Makes
+  // false when there is none (or the registry lock stayed taken). Makes
   // syscalls to check liveness.
   bool find_cm_listener(uint16_t port_space, uint16_t port, const Gid& address,
                         CmBinding& out) const;
@@ -144,6 +146,25 @@ class ShmRegistry {
   // Name of the registry segment for the current prefix and user.
   static std::string segment_name();
 
+  // What reset() did or found.
+  struct ResetReport {
+    std::string registry;                // its /dev/shm path
+    std::vector<std::string> removed;    // paths unlinked
+    std::vector<uint32_t> attached_pids;  // processes with a slot in it
+  };
+  // Removes the registry of this user and prefix, and every mailbox named
+  // like its processes', so the next program starts afresh: the way out of
+  // a registry from another softverbs version or damaged beyond use
+  // (attach's EPROTO). EBUSY, removing nothing, while processes are
+  // attached, unless `force` (they keep running but cannot reach programs
+  // started afterwards).
+  static Errno reset(bool force, ResetReport& report);
+
+  // Far longer than any process holds the registry lock.
+  static constexpr std::chrono::milliseconds kLockDeadline{10000};
+  // Tests shorten the wait for the registry lock.
+  void set_lock_deadline(std::chrono::milliseconds deadline) { lock_deadline_ = deadline; }
+
   static constexpr uint32_t kMaxDevices = kMaxRegistryDevices;
   static constexpr uint32_t kMaxProcesses = kMaxProcessSlots;
   // How many QPNs each device can hand out at once.
@@ -154,7 +175,7 @@ class ShmRegistry {
   ShmRegistry(ShmSegment segment, struct stat identity, std::string user_stem);
 
   RegistryLayout& layout() const { return *layout_; }
-  // Reads a slot consistently without the mutex. false when it is free.
+  // Reads a slot consistently without the registry lock. false when it is free.
   bool read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
                  uint64_t& start_time) const;
   Errno claim_slot();
@@ -171,6 +192,10 @@ class ShmRegistry {
   // A child forked from an attached process inherits this object and the
   // locked descriptor; only the process that attached may detach.
   pid_t attached_pid_ = 0;
+  // The registry lock's part within this process (shm_registry_access.h),
+  // and how long a caller waits for the lock before ETIMEDOUT.
+  mutable std::timed_mutex local_lock_;
+  std::chrono::milliseconds lock_deadline_{kLockDeadline};
 };
 
 }  // namespace softverbs

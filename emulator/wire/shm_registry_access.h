@@ -1,14 +1,13 @@
-// How the registry's own code touches the shared segment: its robust mutex,
-// and atomic access to fields that other processes write. Private to
+// How the registry's own code touches the shared segment: its lock, and
+// atomic access to fields that other processes write. Private to
 // shm_registry*.cc, which share it because the registry's tables live in
 // more than one file.
 #pragma once
 
-#include <pthread.h>
-#include <time.h>
-
 #include <atomic>
 #include <cerrno>
+#include <string>
+#include <vector>
 
 #include "emulator/wire/shm_registry.h"
 
@@ -24,35 +23,30 @@ T load_shared(const T& field) {
   return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_seq_cst);
 }
 
-// The registry mutex, robust: if a process died holding it, the next locker
-// gets it (EOWNERDEAD) and marks it consistent; the update order described
-// in shm_registry_layout.h makes whatever the dead process left harmless.
-// The wait is bounded: a mutex word scribbled on by a broken peer makes
-// registry calls fail with ETIMEDOUT instead of hanging.
+// Unlinks every "<stem>mbox-<slot>-<generation>" segment and returns their
+// names. Only called while no process can be attached (segment just
+// created, or exclusively locked by the last user), when no such segment can
+// be in use, or by a forced reset.
+std::vector<std::string> remove_stray_mailboxes(const std::string& user_stem);
+
+// The registry lock. An open-file-description record lock (F_OFD_SETLK) on
+// the registry segment, so the kernel releases it when its holder dies and
+// nothing written into shared memory can corrupt it (the update order in
+// shm_registry_layout.h makes whatever a dead holder left harmless); plus a
+// mutex of this process, since the record lock is one for every thread
+// that uses the same descriptor. The wait is bounded: a holder that stopped
+// (SIGSTOP, a debugger) makes registry calls fail with ETIMEDOUT instead of
+// hanging (shm_registry_lock.cc).
 class ShmRegistry::Lock {
  public:
-  // Far longer than any holder keeps the registry mutex.
-  static constexpr time_t kDeadlineSeconds = 10;
-
-  explicit Lock(pthread_mutex_t& mutex) : mutex_(mutex) {
-    // timedlock (CLOCK_REALTIME) rather than clocklock: ThreadSanitizer
-    // knows only the former, and a clock step merely stretches the bound.
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += kDeadlineSeconds;
-    int rc = pthread_mutex_timedlock(&mutex_, &deadline);
-    if (rc == EOWNERDEAD) rc = pthread_mutex_consistent(&mutex_);
-    error_ = rc;
-  }
-  ~Lock() {
-    if (error_ == 0) pthread_mutex_unlock(&mutex_);
-  }
+  explicit Lock(const ShmRegistry& registry);
+  ~Lock();
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
   Errno error() const { return error_; }
 
  private:
-  pthread_mutex_t& mutex_;
+  const ShmRegistry& registry_;
   Errno error_ = 0;
 };
 

@@ -131,7 +131,7 @@ Errno ShmRegistry::bind_cm_port(uint16_t port_space, const Gid& address, uint16_
   wanted.address = normalized_address(address);
   wanted.agent_qpn = agent_qpn;
   const uint16_t ephemeral_start = port == 0 ? random_ephemeral_start() : 0;
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return lock.error();
   reclaim_dead_slots_locked();  // a dead process's ports are free again
   const TableScan scan = scan_for_bind(layout(), wanted);
@@ -147,7 +147,7 @@ Errno ShmRegistry::bind_cm_port(uint16_t port_space, const Gid& address, uint16_
 
 Errno ShmRegistry::listen_cm_port(uint32_t handle) {
   if (handle >= kMaxCmBindings || self_.generation == 0) return EINVAL;
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return lock.error();
   RegistryCmBinding& entry = layout().cm_bindings[handle];
   if (load_shared(entry.owner) != self_.slot + 1) return EINVAL;
@@ -157,7 +157,7 @@ Errno ShmRegistry::listen_cm_port(uint32_t handle) {
 
 void ShmRegistry::release_cm_port(uint32_t handle) {
   if (handle >= kMaxCmBindings || self_.generation == 0) return;
-  Lock lock(layout().mutex);
+  Lock lock(*this);
   if (lock.error() != 0) return;
   RegistryCmBinding& entry = layout().cm_bindings[handle];
   if (load_shared(entry.owner) == self_.slot + 1) shared(entry.owner).store(0);
@@ -168,7 +168,7 @@ bool ShmRegistry::find_cm_listener(uint16_t port_space, uint16_t port, const Gid
   const Gid wanted = normalized_address(address);
   std::vector<CmBinding> candidates;  // bound to `wanted` first, then to the any address
   {
-    Lock lock(layout().mutex);
+    Lock lock(*this);
     if (lock.error() != 0) return false;
     for (const RegistryCmBinding& entry : layout().cm_bindings) {
       CmBinding held;
@@ -183,7 +183,7 @@ bool ShmRegistry::find_cm_listener(uint16_t port_space, uint16_t port, const Gid
       }
     }
   }
-  // Liveness takes syscalls: checked after the mutex is released. A dead
+  // Liveness takes syscalls: checked after the registry lock is released. A dead
   // owner's entry stays until its slot is reclaimed, and is passed over.
   for (const CmBinding& candidate : candidates) {
     if (is_alive(ProcessRef{candidate.slot, 0, candidate.generation})) {
@@ -197,7 +197,7 @@ bool ShmRegistry::find_cm_listener(uint16_t port_space, uint16_t port, const Gid
 std::vector<ShmRegistry::CmBinding> ShmRegistry::cm_listeners() const {
   std::vector<CmBinding> listening;
   {
-    Lock lock(layout().mutex);
+    Lock lock(*this);
     if (lock.error() != 0) return {};
     for (const RegistryCmBinding& entry : layout().cm_bindings) {
       CmBinding held;

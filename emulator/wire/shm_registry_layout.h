@@ -3,7 +3,8 @@
 // version refuse it (EPROTO) instead of misreading it.
 //
 // Crash safety: a process may die (SIGKILL) anywhere, even holding the
-// mutex. Every update is ordered so that what it leaves behind is harmless:
+// registry lock (a record lock on the segment, shm_registry_access.h, which
+// the kernel then releases). Every update is ordered so that what it leaves behind is harmless:
 // a slot is marked used only after its fields are written and marked free
 // only after its QPNs, multicast attachments and CM bindings are cleared; a
 // table entry is marked used (its owner byte set) only after its other
@@ -11,7 +12,6 @@
 // and lowered after it is cleared, so it never undercounts.
 #pragma once
 
-#include <pthread.h>
 
 #include <atomic>
 #include <cstdint>
@@ -40,9 +40,9 @@ inline constexpr uint64_t kRegistryMagic = 0x67722d76667373ull;  // "ssfv-rg"
 // 2: one byte per QPN owner, 255 process slots, memory reserved at creation.
 // 3: multicast attachments.
 // 4: connection-manager port bindings.
-inline constexpr uint32_t kRegistryVersion = 4;
+inline constexpr uint32_t kRegistryVersion = 5;
 
-// Fields read without the mutex are plain integers accessed through
+// Fields read without the registry lock are plain integers accessed through
 // std::atomic_ref: the segment starts as zeros, and zero is every field's
 // initial value, so nothing has to be constructed and untouched pages of the
 // QPN table stay unallocated.
@@ -54,10 +54,10 @@ struct RegistryProcessSlot {
   uint64_t generation;  // 0: free. Unique for the registry's lifetime.
   uint64_t start_time;  // clock ticks since boot, tells a reused pid apart
   uint32_t pid;
-  uint32_t qpn_count;   // under the mutex; never lower than the QPNs held
+  uint32_t qpn_count;   // under the registry lock; never lower than the QPNs held
 };
 
-// One QP attached to one multicast group. Written and read under the mutex;
+// One QP attached to one multicast group. Written and read under the registry lock;
 // a free entry has owner 0.
 struct RegistryMulticastAttachment {
   uint8_t gid[16];
@@ -68,7 +68,7 @@ struct RegistryMulticastAttachment {
 };
 
 // One connection-manager port binding: (port space, port, address) held by
-// a process, and whether it listens. Written and read under the mutex; a
+// a process, and whether it listens. Written and read under the registry lock; a
 // free entry has owner 0.
 struct RegistryCmBinding {
   uint8_t address[16];  // IPv6 or IPv4-mapped; all zero: any address
@@ -86,15 +86,14 @@ struct RegistryLayout {
   uint32_t max_devices;
   uint32_t qpn_table_size;
   uint64_t total_bytes;
-  alignas(64) pthread_mutex_t mutex;  // process-shared, robust
-  // Under the mutex:
+  // Under the registry lock:
   uint64_t last_generation;
   uint32_t next_qpn[kMaxRegistryDevices];  // round-robin cursors
   alignas(64) RegistryProcessSlot slots[kMaxProcessSlots];
   alignas(64) RegistryMulticastAttachment multicast[kMaxMulticastAttachments];
   alignas(64) RegistryCmBinding cm_bindings[kMaxCmBindings];
   // Owner of each QPN: slot index + 1, or 0 when free. Written under the
-  // mutex, read lock-free by the data path. Any value a byte can hold names
+  // registry lock, read lock-free by the data path. Any value a byte can hold names
   // a slot in range or none.
   alignas(4096) uint8_t qpn_owner[kMaxRegistryDevices][kQpnTableSize];
 };

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <array>
 #include <set>
 #include <vector>
@@ -294,6 +296,76 @@ TEST_F(ShmRegistryTest, KilledProcessIsReclaimedByTheNextAllocation) {
   EXPECT_EQ(wait_child(successor), 0);
   EXPECT_EQ(reused.slot, dead.slot);
   EXPECT_GT(reused.generation, dead.generation);
+}
+
+// A child that takes the registry lock the way the registry does (a record
+// lock on the segment's first byte, through its own open of the segment),
+// reports, and keeps it until it is killed or stopped.
+pid_t spawn_lock_holder(Pipe& report) {
+  return fork_child([&report] {
+    const int fd = open(shm_file_path(ShmRegistry::segment_name()).c_str(), O_RDWR);
+    if (fd < 0) return 1;
+    struct flock range {};
+    range.l_type = F_WRLCK;
+    range.l_whence = SEEK_SET;
+    range.l_len = 1;
+    if (fcntl(fd, F_OFD_SETLK, &range) != 0) return 2;
+    report.write(uint32_t{1});
+    for (;;) pause();
+  });
+}
+
+TEST_F(ShmRegistryTest, AHolderOfTheRegistryLockThatDiesReleasesIt) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  registry->set_lock_deadline(std::chrono::milliseconds(300));
+  Pipe report;
+  const pid_t holder = spawn_lock_holder(report);
+  uint32_t ready = 0;
+  ASSERT_TRUE(report.read(ready));
+
+  // Held by a live process: the wait is bounded.
+  uint32_t qpn = 0;
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(ETIMEDOUT, registry->allocate_qpn(0, qpn));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(300));
+
+  // Killed while holding it: the kernel drops the lock with the process.
+  kill(holder, SIGKILL);
+  EXPECT_EQ(wait_child(holder), 128 + SIGKILL);
+  EXPECT_EQ(0, registry->allocate_qpn(0, qpn));
+}
+
+TEST_F(ShmRegistryTest, NoBytesWrittenIntoTheSegmentCanWedgeTheLock) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  registry->set_lock_deadline(std::chrono::milliseconds(2000));
+  // A broken process of the same user scribbles over the tables (not the
+  // header, which a newcomer checks): the lock lives in the kernel.
+  const int fd = open(shm_file_path(ShmRegistry::segment_name()).c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const size_t size = sizeof(RegistryLayout);
+  auto* bytes = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(bytes, MAP_FAILED);
+  // Everything after the header: where a lock word in the segment would be.
+  const size_t tables = offsetof(RegistryLayout, total_bytes) + sizeof(uint64_t);
+  for (size_t i = tables; i < tables + 4096; ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
+  munmap(bytes, size);
+  close(fd);
+
+  uint32_t qpn = 0;
+  EXPECT_NE(ETIMEDOUT, registry->allocate_qpn(0, qpn));
+  Pipe next;
+  const pid_t newcomer = fork_child([&] {
+    Errno err = 0;
+    auto mine = ShmRegistry::attach(err);
+    next.write(uint32_t(err));
+    return 0;
+  });
+  uint32_t attach_error = 1;
+  ASSERT_TRUE(next.read(attach_error));
+  EXPECT_EQ(wait_child(newcomer), 0);
+  EXPECT_NE(uint32_t(ETIMEDOUT), attach_error) << "a newcomer waited on a scribbled lock";
 }
 
 TEST_F(ShmRegistryTest, KilledLastUserIsReclaimedByTheNextAttach) {

@@ -271,7 +271,7 @@ fi
 # answers on its control socket the whole time.
 if [[ -f $built_library ]] && command -v ibv_rc_pingpong >/dev/null; then
   live_env=(SOFTVERBS_SHM_PREFIX="svclilive$$")
-  port=$((20000 + RANDOM % 20000))
+  port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768 on)
   env "${live_env[@]}" timeout 60 "$cli" run -- ibv_rc_pingpong -d softverbs0 -p "$port" \
     >"$scratch/server.log" 2>&1 </dev/null &
   server=$!
@@ -304,12 +304,38 @@ if [[ -f $built_library ]] && command -v ibv_rc_pingpong >/dev/null; then
     expect 1 "$err" "no soft device named 'softverbs9'" "port of an unknown device"
     run_cli "${live_env[@]}" "$cli" rnr --pid "$live_pid" all
     expect 0 "$out" 'forced RNR on every QP' "rnr all"
+    run_cli "${live_env[@]}" "$cli" port --pid "$live_pid" softverbs0 2 down
+    expect 1 "$err" "softverbs0 has no port '2' \(it has 1\)" "port 2 of a one-port device"
+    run_cli "${live_env[@]}" "$cli" reset
+    expect 1 "$err" "in use by softverbs processes \(pids: $live_pid\)" \
+      "reset refuses while a program is attached, naming it"
   fi
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
-  # A killed program cannot clean up; the next user of the prefix would
-  # reclaim its segments, but this prefix has no next user.
+  # A killed program cannot clean up: reset removes what it left.
+  run_cli "${live_env[@]}" "$cli" reset
+  expect 0 "$out" "^removed /dev/shm/svclilive$$-[0-9]+-registry" "reset removes the registry"
+  expect 0 "$out" "^removed /dev/shm/svclilive$$-[0-9]+-mbox-" "reset removes the mailboxes"
+  run_cli "${live_env[@]}" "$cli" reset
+  expect 0 "$out" '^nothing to remove' "reset with nothing left"
   rm -f /dev/shm/svclilive$$-*
+fi
+
+# --- a registry no program can use ------------------------------------------
+if [[ -f $built_library ]] && command -v ibv_devinfo >/dev/null; then
+  broken_env=(SOFTVERBS_SHM_PREFIX="svclibroken$$")
+  head -c 100 /dev/zero >"/dev/shm/svclibroken$$-$(id -u)-registry"
+  chmod 600 "/dev/shm/svclibroken$$-$(id -u)-registry"
+  run_cli "${broken_env[@]}" "$cli" run -- ibv_devinfo
+  expect 1 "$err" "made by another softverbs version or is damaged; .*run 'softverbs reset'" \
+    "a damaged registry says what to do"
+  run_cli "${broken_env[@]}" "$cli" reset
+  expect 0 "$out" "^removed /dev/shm/svclibroken$$-" "reset removes a damaged registry"
+  run_cli "${broken_env[@]}" "$cli" run -- ibv_devinfo
+  expect 0 "$out" 'hca_id:.softverbs0' "devices open again after reset"
+  run_cli "${broken_env[@]}" "$cli" reset --frob
+  expect 2 "$err" "reset: unexpected argument '--frob'" "reset with a bad argument"
+  rm -f /dev/shm/svclibroken$$-*
 fi
 
 echo "$checks checks, $failures failed"

@@ -8,6 +8,7 @@
 #include "harness/cli/devices_command.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/listeners_command.h"
+#include "harness/cli/reset_command.h"
 #include "harness/cli/run_command.h"
 #include "harness/cli/usage.h"
 
@@ -28,11 +29,13 @@ int help_command(std::span<char* const> args) {
     print_devices_usage(stdout);
   } else if (topic == "listeners") {
     print_listeners_usage(stdout);
+  } else if (topic == "reset") {
+    print_reset_usage(stdout);
   } else if (topic == "stats" || topic == "fault" || topic == "port" || topic == "rnr") {
     print_control_usage(stdout);
   } else {
     return usage_error("help: no command named '" + std::string(topic) + "'",
-                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr]");
+                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr|reset]");
   }
   return kExitSuccess;
 }
@@ -48,10 +51,11 @@ int dispatch(std::span<char* const> words) {
   if (command == "fault") return fault_command(rest);
   if (command == "port") return port_command(rest);
   if (command == "rnr") return rnr_command(rest);
+  if (command == "reset") return reset_command(rest);
   if (command == "help" || command == "--help" || command == "-h") return help_command(rest);
   if (is_planned_command(command))
     return usage_error("'" + std::string(command) + "' is planned but not built yet",
-                       "commands that exist: run, devices, listeners, stats, fault, port, rnr, help");
+                       "commands that exist: run, devices, listeners, stats, fault, port, rnr, reset, help");
   return usage_error("unknown command '" + std::string(command) + "'");
 }
 

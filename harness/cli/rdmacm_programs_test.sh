@@ -63,7 +63,7 @@ wait_until_listening() {
 cm_pair() {
   local name=$1 server_matters=$2 ready=$3 server_args=$4 client_args=$5
   [[ $name =~ $filter ]] || return 0
-  local port=$((20000 + RANDOM % 20000))
+  local port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768 on)
   local -a server client
   read -r -a server <<<"${server_args//@PORT@/$port}"
   read -r -a client <<<"${client_args//@PORT@/$port}"

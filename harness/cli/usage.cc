@@ -26,6 +26,8 @@ void print_usage(std::FILE* out) {
       "                 take a soft port down or up (IBV_EVENT_PORT_ERR/ACTIVE)\n"
       "  rnr [--pid PID] off|all|QPN\n"
       "                 answer every SEND with an RNR NAK (all QPs or one)\n"
+      "  reset [--force]\n"
+      "                 remove this user's shared registry and mailboxes\n"
       "  help [COMMAND] show this text, or the text of one command\n"
       "\n"
       "planned, not built yet: capture (packets to pcap)\n"
@@ -84,6 +86,19 @@ void print_listeners_usage(std::FILE* out) {
       "port space (tcp, udp, ib, ipoib), address (* for any) and port, and pid.\n"
       "\n"
       "example: softverbs listeners | grep ':7174 '\n",
+      out);
+}
+
+void print_reset_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs reset [--force]\n"
+      "\n"
+      "Removes this user's shared registry (/dev/shm/<prefix>-<uid>-registry, for\n"
+      "the current SOFTVERBS_SHM_PREFIX) and the mailboxes named after it, so the\n"
+      "next program starts afresh. For a registry another softverbs version made,\n"
+      "or one damaged beyond use (programs then fail to open a device, saying so).\n"
+      "Refused while softverbs processes are attached, unless --force: they keep\n"
+      "running but cannot reach programs started afterwards.\n",
       out);
 }
 
