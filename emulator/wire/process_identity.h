@@ -19,7 +19,12 @@ Errno read_process_start_time(pid_t pid, uint64_t& start_time);
 // This process's start time (0 if /proc is unreadable).
 uint64_t own_start_time();
 
-// True while the process that had `pid` and `start_time` is running.
+// True while the process that had `pid` and `start_time` is running. Only
+// for a process of this PID namespace.
 bool is_process_alive(pid_t pid, uint64_t start_time);
+
+// The inode of this process's PID namespace (/proc/self/ns/pid), which tells
+// whether another process's pid means anything here; 0 if unreadable.
+uint64_t own_pid_namespace();
 
 }  // namespace softverbs

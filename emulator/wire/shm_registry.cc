@@ -129,7 +129,8 @@ ShmRegistry::ShmRegistry(ShmSegment segment, struct stat identity, std::string u
       identity_(identity),
       user_stem_(std::move(user_stem)),
       name_(registry_segment_name(user_stem_)),
-      attached_pid_(getpid()) {}
+      attached_pid_(getpid()),
+      own_pid_namespace_(own_pid_namespace()) {}
 
 std::string ShmRegistry::segment_name() { return registry_segment_name(); }
 
@@ -219,10 +220,13 @@ Errno ShmRegistry::claim_slot() {
   for (uint32_t slot = 0; slot < kMaxProcessSlots; ++slot) {
     RegistryProcessSlot& entry = layout().slots[slot];
     if (load_shared(entry.generation) != 0) continue;
+    // Alive in every namespace's eyes before the slot shows as taken.
+    if (hold_liveness_lock(slot) != 0) continue;  // a holder we failed to see die
     const uint64_t generation = ++layout().last_generation;
     const auto pid = static_cast<uint32_t>(getpid());
     shared(entry.pid).store(pid);
     shared(entry.start_time).store(own_start_time());
+    shared(entry.pid_namespace).store(own_pid_namespace_);
     entry.qpn_count = 0;
     shared(entry.generation).store(generation);  // the slot is taken from here on
     self_ = ProcessRef{slot, pid, generation};
@@ -272,8 +276,8 @@ void ShmRegistry::reclaim_dead_slots_locked() {
     if (slot == self_.slot && self_.generation != 0) continue;
     const RegistryProcessSlot& entry = layout().slots[slot];
     if (load_shared(entry.generation) == 0) continue;
-    if (!is_process_alive(static_cast<pid_t>(load_shared(entry.pid)),
-                          load_shared(entry.start_time))) {
+    if (!holder_alive(slot, load_shared(entry.pid), load_shared(entry.start_time),
+                      load_shared(entry.pid_namespace))) {
       clear_slot_locked(slot);
     }
   }
@@ -303,6 +307,7 @@ void ShmRegistry::clear_slot_locked(uint32_t slot) {
   shared(entry.generation).store(0);  // free from here on
   shared(entry.pid).store(0);
   shared(entry.start_time).store(0);
+  shared(entry.pid_namespace).store(0);
 }
 
 Errno ShmRegistry::allocate_qpn(uint32_t device_index, uint32_t& qpn) {
@@ -346,7 +351,7 @@ void ShmRegistry::release_qpn(uint32_t device_index, uint32_t qpn) {
 // keeps changing under the reader (no correct process changes one that
 // fast) reads as free.
 bool ShmRegistry::read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
-                            uint64_t& start_time) const {
+                            uint64_t& start_time, uint64_t* pid_namespace) const {
   constexpr int kReadAttempts = 64;
   if (slot >= kMaxProcessSlots) return false;
   const RegistryProcessSlot& entry = layout().slots[slot];
@@ -355,6 +360,7 @@ bool ShmRegistry::read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
     if (before == 0) return false;
     pid = load_shared(entry.pid);
     start_time = load_shared(entry.start_time);
+    if (pid_namespace) *pid_namespace = load_shared(entry.pid_namespace);
     if (load_shared(entry.generation) == before) {
       generation = before;
       return true;
@@ -388,10 +394,11 @@ bool ShmRegistry::is_alive(const ProcessRef& process) const {
   uint64_t generation = 0;
   uint32_t pid = 0;
   uint64_t start_time = 0;
-  if (!read_slot(process.slot, generation, pid, start_time)) return false;
+  uint64_t pid_namespace = 0;
+  if (!read_slot(process.slot, generation, pid, start_time, &pid_namespace)) return false;
   if (generation != process.generation) return false;
   if (process.slot == self_.slot && generation == self_.generation) return true;
-  return is_process_alive(static_cast<pid_t>(pid), start_time);
+  return holder_alive(process.slot, pid, start_time, pid_namespace);
 }
 
 // ---- multicast attachments

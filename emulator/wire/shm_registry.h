@@ -177,7 +177,14 @@ class ShmRegistry {
   RegistryLayout& layout() const { return *layout_; }
   // Reads a slot consistently without the registry lock. false when it is free.
   bool read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
-                 uint64_t& start_time) const;
+                 uint64_t& start_time, uint64_t* pid_namespace = nullptr) const;
+  // Liveness (shm_registry_liveness.cc): the record lock this process
+  // holds for its slot while it lives, and the test of another slot's
+  // holder: by pid and start time within our PID namespace, by its lock
+  // from any other.
+  Errno hold_liveness_lock(uint32_t slot);
+  bool holder_alive(uint32_t slot, uint32_t pid, uint64_t start_time,
+                    uint64_t pid_namespace) const;
   Errno claim_slot();
   void reclaim_dead_slots_locked();
   void clear_slot_locked(uint32_t slot);
@@ -195,6 +202,7 @@ class ShmRegistry {
   // The registry lock's part within this process (shm_registry_access.h),
   // and how long a caller waits for the lock before ETIMEDOUT.
   mutable std::timed_mutex local_lock_;
+  uint64_t own_pid_namespace_ = 0;
   std::chrono::milliseconds lock_deadline_{kLockDeadline};
 };
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <array>
+#include <atomic>
 #include <set>
 #include <vector>
 
@@ -366,6 +367,45 @@ TEST_F(ShmRegistryTest, NoBytesWrittenIntoTheSegmentCanWedgeTheLock) {
   ASSERT_TRUE(next.read(attach_error));
   EXPECT_EQ(wait_child(newcomer), 0);
   EXPECT_NE(uint32_t(ETIMEDOUT), attach_error) << "a newcomer waited on a scribbled lock";
+}
+
+// A process of another PID namespace (a container sharing /dev/shm) has a
+// pid that means nothing here, or names another process: its slot says so
+// (another namespace's inode), and its record lock tells it alive until the
+// kernel drops it with the process.
+TEST_F(ShmRegistryTest, AProcessOfAnotherPidNamespaceIsAliveUntilItDies) {
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  Pipe report;
+  const pid_t child = spawn_qpn_holder(report, 1);
+  ProcessRef other;
+  uint32_t qpn = 0;
+  ASSERT_TRUE(report.read(other));
+  ASSERT_TRUE(report.read_bytes(&qpn, sizeof qpn));
+
+  // Seen from here, its pid is one of ours (our own, alive) or none at all:
+  // neither may decide.
+  const int fd = open(shm_file_path(ShmRegistry::segment_name()).c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  auto* layout = static_cast<RegistryLayout*>(
+      mmap(nullptr, sizeof(RegistryLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(layout, MAP_FAILED);
+  RegistryProcessSlot& slot = layout->slots[other.slot];
+  std::atomic_ref<uint64_t>(slot.pid_namespace).store(0x5eedull);
+  std::atomic_ref<uint32_t>(slot.pid).store(0x7ffffff0u);  // no such pid here
+  EXPECT_TRUE(registry->is_alive(other));
+  uint32_t fresh = 0;
+  ASSERT_EQ(0, registry->allocate_qpn(0, fresh));  // reclaims nothing alive
+  ProcessRef owner;
+  EXPECT_TRUE(registry->lookup_qpn(0, qpn, owner)) << "a live process lost its QPN";
+
+  kill(child, SIGKILL);
+  EXPECT_EQ(wait_child(child), 128 + SIGKILL);
+  EXPECT_FALSE(registry->is_alive(other));
+  ASSERT_EQ(0, registry->allocate_qpn(0, fresh));  // reclaims the dead one
+  EXPECT_FALSE(registry->find_qpn_owner(0, qpn, owner));
+  munmap(layout, sizeof(RegistryLayout));
+  close(fd);
 }
 
 TEST_F(ShmRegistryTest, KilledLastUserIsReclaimedByTheNextAttach) {
