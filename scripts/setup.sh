@@ -24,8 +24,11 @@ packages=(
   tshark
   # the libFuzzer build of the packet parser
   clang libclang-rt-14-dev
-  # the scripts: timeout (coreutils), awk, ps/pgrep (procps), ss/ip (iproute2)
-  coreutils mawk procps iproute2
+  # the scripts: timeout (coreutils), awk, ps/pgrep (procps), ss/ip (iproute2),
+  # unshare/chroot for the namespace tests (util-linux, coreutils)
+  coreutils mawk procps iproute2 util-linux
+  # the Debian package (dpkg-shlibdeps) and its test in a clean root file system
+  dpkg-dev debootstrap
 )
 
 is_installed() {

@@ -3,13 +3,15 @@
 # the normal tree (build/) and runs its ctest suite, builds the
 # AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/) and the
 # ThreadSanitizer tree (build-tsan/) and runs the same suite in each, then
-# fuzzes the packet parser for a bounded time.
+# builds the Debian package and tests it in a clean Debian 12 root file
+# system, and fuzzes the packet parser for a bounded time.
 # Exits non-zero if any step fails; every step runs even after a failure.
 #
 # Usage: scripts/test.sh
 #   SOFTVERBS_FUZZ_SECONDS  fuzzing time (default 60; 0 skips fuzzing)
 #   SOFTVERBS_SKIP_SANITIZE=1  skip the ASan+UBSan build and its tests
 #   SOFTVERBS_SKIP_TSAN=1      skip the ThreadSanitizer build and its tests
+#   SOFTVERBS_SKIP_PACKAGE=1   skip building and testing the Debian package
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -74,6 +76,18 @@ if [[ ${SOFTVERBS_SKIP_TSAN:-0} != 1 ]]; then
     TSAN_OPTIONS="die_after_fork=0 ${TSAN_OPTIONS:-}" \
       step "ctest with TSan (build-tsan/)" run_ctest "$root/build-tsan"
   fi
+fi
+
+# The Debian package, installed into a clean Debian 12 root file system and
+# run from there as an unprivileged user (root only: skipped otherwise).
+if [[ ${SOFTVERBS_SKIP_PACKAGE:-0} != 1 ]]; then
+  package_test() {
+    bash scripts/test-package.sh
+    local status=$?
+    ((status == 77)) && return 0  # skipped, and it said why
+    return $status
+  }
+  step "package: build, install in a clean Debian 12, run" package_test
 fi
 
 fuzz_seconds=${SOFTVERBS_FUZZ_SECONDS:-60}
