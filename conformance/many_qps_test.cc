@@ -1,4 +1,4 @@
-// Scale: 1,000 RC QPs in one process, each connected to a peer QP of the same
+// Scale: 10,000 RC QPs in one process, each connected to a peer QP of the same
 // process (ibv_create_qp(3), ibv_modify_qp(3)). QP numbers are unique
 // (IBTA: a QPN identifies one QP of a channel adapter), every QP reaches
 // RTS, traffic on a sample of the connections arrives on the right QP, and
@@ -15,14 +15,14 @@
 namespace softverbs::conformance {
 namespace {
 
-constexpr int kQpCount = 1000;
+constexpr int kQpCount = 10000;
 constexpr int kPairCount = kQpCount / 2;
 constexpr int kSampleEvery = 25;
 constexpr uint32_t kMessageLength = 64;
 
 class ManyQps : public DeviceTest {};
 
-TEST_F(ManyQps, ThousandRcQpsConnectCarryTrafficAndDestroy) {
+TEST_F(ManyQps, TenThousandRcQpsConnectCarryTrafficAndDestroy) {
   if (device_attr().max_qp < kQpCount + 8)
     GTEST_SKIP() << "device supports only " << device_attr().max_qp << " QPs";
   PdPtr pd = alloc_pd();
