@@ -1,7 +1,5 @@
 #include "emulator/wire/process_identity.h"
 
-#include <sys/stat.h>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -88,12 +86,6 @@ bool is_process_alive(pid_t pid, uint64_t start_time) {
   if (err == ENOENT || err == ESRCH) return false;
   if (err != 0 || start_time == 0) return true;  // /proc hidden from us: trust kill()
   return current == start_time;
-}
-
-uint64_t own_pid_namespace() {
-  struct stat st;
-  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return st.st_ino;
 }
 
 }  // namespace softverbs

@@ -23,8 +23,4 @@ uint64_t own_start_time();
 // for a process of this PID namespace.
 bool is_process_alive(pid_t pid, uint64_t start_time);
 
-// The inode of this process's PID namespace (/proc/self/ns/pid), which tells
-// whether another process's pid means anything here; 0 if unreadable.
-uint64_t own_pid_namespace();
-
 }  // namespace softverbs

@@ -129,8 +129,9 @@ ShmRegistry::ShmRegistry(ShmSegment segment, struct stat identity, std::string u
       identity_(identity),
       user_stem_(std::move(user_stem)),
       name_(registry_segment_name(user_stem_)),
-      attached_pid_(getpid()),
-      own_pid_namespace_(own_pid_namespace()) {}
+      attached_pid_(getpid()) {
+  enroll();
+}
 
 std::string ShmRegistry::segment_name() { return registry_segment_name(); }
 
@@ -211,7 +212,10 @@ std::unique_ptr<ShmRegistry> ShmRegistry::attach(Errno& err) {
   }
 }
 
-ShmRegistry::~ShmRegistry() { detach(); }
+ShmRegistry::~ShmRegistry() {
+  detach();
+  withdraw();
+}
 
 Errno ShmRegistry::claim_slot() {
   Lock lock(*this);
@@ -226,7 +230,6 @@ Errno ShmRegistry::claim_slot() {
     const auto pid = static_cast<uint32_t>(getpid());
     shared(entry.pid).store(pid);
     shared(entry.start_time).store(own_start_time());
-    shared(entry.pid_namespace).store(own_pid_namespace_);
     entry.qpn_count = 0;
     shared(entry.generation).store(generation);  // the slot is taken from here on
     self_ = ProcessRef{slot, pid, generation};
@@ -276,10 +279,7 @@ void ShmRegistry::reclaim_dead_slots_locked() {
     if (slot == self_.slot && self_.generation != 0) continue;
     const RegistryProcessSlot& entry = layout().slots[slot];
     if (load_shared(entry.generation) == 0) continue;
-    if (!holder_alive(slot, load_shared(entry.pid), load_shared(entry.start_time),
-                      load_shared(entry.pid_namespace))) {
-      clear_slot_locked(slot);
-    }
+    if (!holder_alive(slot)) clear_slot_locked(slot);
   }
 }
 
@@ -307,7 +307,6 @@ void ShmRegistry::clear_slot_locked(uint32_t slot) {
   shared(entry.generation).store(0);  // free from here on
   shared(entry.pid).store(0);
   shared(entry.start_time).store(0);
-  shared(entry.pid_namespace).store(0);
 }
 
 Errno ShmRegistry::allocate_qpn(uint32_t device_index, uint32_t& qpn) {
@@ -351,7 +350,7 @@ void ShmRegistry::release_qpn(uint32_t device_index, uint32_t qpn) {
 // keeps changing under the reader (no correct process changes one that
 // fast) reads as free.
 bool ShmRegistry::read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
-                            uint64_t& start_time, uint64_t* pid_namespace) const {
+                            uint64_t& start_time) const {
   constexpr int kReadAttempts = 64;
   if (slot >= kMaxProcessSlots) return false;
   const RegistryProcessSlot& entry = layout().slots[slot];
@@ -360,7 +359,6 @@ bool ShmRegistry::read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
     if (before == 0) return false;
     pid = load_shared(entry.pid);
     start_time = load_shared(entry.start_time);
-    if (pid_namespace) *pid_namespace = load_shared(entry.pid_namespace);
     if (load_shared(entry.generation) == before) {
       generation = before;
       return true;
@@ -394,11 +392,10 @@ bool ShmRegistry::is_alive(const ProcessRef& process) const {
   uint64_t generation = 0;
   uint32_t pid = 0;
   uint64_t start_time = 0;
-  uint64_t pid_namespace = 0;
-  if (!read_slot(process.slot, generation, pid, start_time, &pid_namespace)) return false;
+  if (!read_slot(process.slot, generation, pid, start_time)) return false;
   if (generation != process.generation) return false;
   if (process.slot == self_.slot && generation == self_.generation) return true;
-  return holder_alive(process.slot, pid, start_time, pid_namespace);
+  return holder_alive(process.slot);
 }
 
 // ---- multicast attachments

@@ -162,6 +162,11 @@ class ShmRegistry {
 
   // Far longer than any process holds the registry lock.
   static constexpr std::chrono::milliseconds kLockDeadline{10000};
+  // In a child forked from the process that attached: lets go of the
+  // child's copies of the descriptor and the mapping (the atfork handler of
+  // shm_registry_liveness.cc); the layout reads as empty from then on.
+  void let_go_in_child();
+
   // Tests shorten the wait for the registry lock.
   void set_lock_deadline(std::chrono::milliseconds deadline) { lock_deadline_ = deadline; }
 
@@ -177,14 +182,15 @@ class ShmRegistry {
   RegistryLayout& layout() const { return *layout_; }
   // Reads a slot consistently without the registry lock. false when it is free.
   bool read_slot(uint32_t slot, uint64_t& generation, uint32_t& pid,
-                 uint64_t& start_time, uint64_t* pid_namespace = nullptr) const;
+                 uint64_t& start_time) const;
   // Liveness (shm_registry_liveness.cc): the record lock this process
-  // holds for its slot while it lives, and the test of another slot's
-  // holder: by pid and start time within our PID namespace, by its lock
-  // from any other.
+  // holds for its slot while it lives, and the test of another slot's.
   Errno hold_liveness_lock(uint32_t slot);
-  bool holder_alive(uint32_t slot, uint32_t pid, uint64_t start_time,
-                    uint64_t pid_namespace) const;
+  bool holder_alive(uint32_t slot) const;
+  // Kept in a list of the process's registries, so that a forked child
+  // closes its copies of their descriptors.
+  void enroll();
+  void withdraw();
   Errno claim_slot();
   void reclaim_dead_slots_locked();
   void clear_slot_locked(uint32_t slot);
@@ -202,7 +208,6 @@ class ShmRegistry {
   // The registry lock's part within this process (shm_registry_access.h),
   // and how long a caller waits for the lock before ETIMEDOUT.
   mutable std::timed_mutex local_lock_;
-  uint64_t own_pid_namespace_ = 0;
   std::chrono::milliseconds lock_deadline_{kLockDeadline};
 };
 

@@ -52,17 +52,15 @@ static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint8_t>::is_always_lock_free);
 
-// A process's liveness is known two ways (shm_registry_liveness.cc): its
-// pid and start time, which mean something only inside its PID namespace
-// (containers sharing /dev/shm have others), and a record lock it holds on
-// byte kLivenessLockBase + slot of the segment while it lives, which the
-// kernel drops when it dies, seen from any namespace.
+// A process's liveness is a record lock it holds on byte
+// kLivenessLockBase + slot of the segment while it lives, which the kernel
+// drops when it dies (shm_registry_liveness.cc): the same seen from every
+// PID namespace, where pids are not.
 struct RegistryProcessSlot {
   uint64_t generation;  // 0: free. Unique for the registry's lifetime.
   uint64_t start_time;  // clock ticks since boot, tells a reused pid apart
-  uint32_t pid;         // in its own PID namespace
+  uint32_t pid;         // in its own PID namespace: for people, not for liveness
   uint32_t qpn_count;   // under the registry lock; never lower than the QPNs held
-  uint64_t pid_namespace;  // inode of its /proc/self/ns/pid, 0 if unknown
 };
 // Byte 0 of the segment is the registry lock's (shm_registry_access.h).
 inline constexpr off_t kLivenessLockBase = 1;

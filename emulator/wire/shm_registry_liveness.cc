@@ -1,15 +1,22 @@
-// Whether the process in a registry slot still runs (shm_registry_layout.h).
+// Whether the process in a registry slot still runs (shm_registry_layout.h):
+// it holds a record lock on its slot's byte of the segment while it lives,
+// and the kernel drops the lock when it dies. This holds across PID
+// namespaces (containers sharing /dev/shm), where a pid names another
+// process or none, and needs one fcntl, not a read of /proc.
 //
-// Within one PID namespace, pid and start time answer exactly, and a
-// forked child that inherited the registry's descriptor does not make a
-// dead parent look alive. Across namespaces (containers sharing /dev/shm)
-// a pid names nothing here: there, the record lock each process holds on
-// its slot's byte answers; the kernel drops it when the process dies.
+// The lock belongs to the registry's open file description, which a child
+// forked without exec shares through its copies of the descriptor and of
+// the mapping: the child lets go of both at once (the mapping becomes
+// private memory), so a dead parent does not look alive, nor attached, for
+// as long as its children run.
 #include <fcntl.h>
+#include <pthread.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <mutex>
+#include <vector>
 
-#include "emulator/wire/process_identity.h"
 #include "emulator/wire/shm_registry.h"
 
 namespace softverbs {
@@ -24,17 +31,47 @@ struct flock liveness_range(uint32_t slot, short type) {
   return range;
 }
 
+// The registries of this process; never destroyed (atfork handlers outlive
+// static destruction).
+std::mutex& registries_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::vector<ShmRegistry*>& registries() {
+  static auto* list = new std::vector<ShmRegistry*>;
+  return *list;
+}
+
+void before_fork() { registries_mutex().lock(); }
+void after_fork_in_parent() { registries_mutex().unlock(); }
+void after_fork_in_child() {
+  for (ShmRegistry* registry : registries()) registry->let_go_in_child();
+  registries_mutex().unlock();
+}
+
 }  // namespace
+
+void ShmRegistry::enroll() {
+  static std::once_flag handlers;
+  std::call_once(handlers,
+                 [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
+  std::lock_guard lock(registries_mutex());
+  registries().push_back(this);
+}
+
+void ShmRegistry::withdraw() {
+  std::lock_guard lock(registries_mutex());
+  std::erase(registries(), this);
+}
+
+void ShmRegistry::let_go_in_child() { segment_.forget_file(); }
 
 Errno ShmRegistry::hold_liveness_lock(uint32_t slot) {
   struct flock range = liveness_range(slot, F_WRLCK);
   return fcntl(segment_.descriptor(), F_OFD_SETLK, &range) == 0 ? 0 : errno;
 }
 
-bool ShmRegistry::holder_alive(uint32_t slot, uint32_t pid, uint64_t start_time,
-                               uint64_t pid_namespace) const {
-  if (pid_namespace != 0 && pid_namespace == own_pid_namespace_)
-    return is_process_alive(static_cast<pid_t>(pid), start_time);
+bool ShmRegistry::holder_alive(uint32_t slot) const {
   struct flock range = liveness_range(slot, F_WRLCK);
   if (fcntl(segment_.descriptor(), F_OFD_GETLK, &range) != 0) return true;  // cannot tell
   return range.l_type != F_UNLCK;

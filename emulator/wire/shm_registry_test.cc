@@ -370,9 +370,8 @@ TEST_F(ShmRegistryTest, NoBytesWrittenIntoTheSegmentCanWedgeTheLock) {
 }
 
 // A process of another PID namespace (a container sharing /dev/shm) has a
-// pid that means nothing here, or names another process: its slot says so
-// (another namespace's inode), and its record lock tells it alive until the
-// kernel drops it with the process.
+// pid that means nothing here, or names another process: its record lock
+// tells it alive until the kernel drops it with the process.
 TEST_F(ShmRegistryTest, AProcessOfAnotherPidNamespaceIsAliveUntilItDies) {
   auto registry = attach();
   ASSERT_NE(registry, nullptr);
@@ -391,7 +390,6 @@ TEST_F(ShmRegistryTest, AProcessOfAnotherPidNamespaceIsAliveUntilItDies) {
       mmap(nullptr, sizeof(RegistryLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   ASSERT_NE(layout, MAP_FAILED);
   RegistryProcessSlot& slot = layout->slots[other.slot];
-  std::atomic_ref<uint64_t>(slot.pid_namespace).store(0x5eedull);
   std::atomic_ref<uint32_t>(slot.pid).store(0x7ffffff0u);  // no such pid here
   EXPECT_TRUE(registry->is_alive(other));
   uint32_t fresh = 0;
@@ -406,6 +404,41 @@ TEST_F(ShmRegistryTest, AProcessOfAnotherPidNamespaceIsAliveUntilItDies) {
   EXPECT_FALSE(registry->find_qpn_owner(0, qpn, owner));
   munmap(layout, sizeof(RegistryLayout));
   close(fd);
+}
+
+// A child forked without exec shares the parent's descriptor, and with it
+// the parent's liveness lock, unless it lets go of it: the parent killed,
+// its slot must be free at once though the child lives on.
+TEST_F(ShmRegistryTest, AForkedChildDoesNotKeepADeadParentAlive) {
+  auto observer = attach();
+  ASSERT_NE(observer, nullptr);
+  Pipe report;
+  Pipe forked;
+  const pid_t parent = fork_child([&report, &forked] {
+    Errno err = 0;
+    auto registry = ShmRegistry::attach(err);
+    if (!registry) return 1;
+    const pid_t grandchild = fork();
+    if (grandchild == 0) {
+      // Past fork(): whatever the child does at fork is done.
+      forked.write(uint32_t(getpid()));
+      for (;;) pause();  // outlives its parent, holding whatever it inherited
+    }
+    uint32_t ready = 0;
+    if (!forked.read(ready)) return 2;
+    report.write(registry->self());
+    report.write(uint32_t(grandchild));
+    for (;;) pause();
+  });
+  ProcessRef dead;
+  uint32_t grandchild = 0;
+  ASSERT_TRUE(report.read(dead));
+  ASSERT_TRUE(report.read(grandchild));
+  EXPECT_TRUE(observer->is_alive(dead));
+  kill(parent, SIGKILL);
+  EXPECT_EQ(wait_child(parent), 128 + SIGKILL);
+  EXPECT_FALSE(observer->is_alive(dead)) << "its forked child kept the parent's lock";
+  kill(static_cast<pid_t>(grandchild), SIGKILL);
 }
 
 TEST_F(ShmRegistryTest, KilledLastUserIsReclaimedByTheNextAttach) {

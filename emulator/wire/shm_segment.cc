@@ -35,6 +35,17 @@ void ShmSegment::release() {
   close_descriptor();
 }
 
+void ShmSegment::forget_file() {
+  if (address_ != nullptr &&
+      mmap(address_, mapped_size_, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
+           -1, 0) == MAP_FAILED) {
+    munmap(address_, mapped_size_);  // no memory for a private copy: the range goes too
+    address_ = nullptr;
+    mapped_size_ = 0;
+  }
+  close_descriptor();
+}
+
 void ShmSegment::close_descriptor() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;

@@ -39,6 +39,11 @@ class ShmSegment {
 
   Errno stat(struct stat& out) const;  // fstat, owner and mode checked
   void close_descriptor();             // keeps the mapping
+  // Lets go of the file while keeping the address range valid: the mapping
+  // becomes private zeroed memory and the descriptor is closed. For a
+  // forked child, whose inherited mapping would otherwise keep the file,
+  // and the locks of its open file description, alive.
+  void forget_file();
 
   int descriptor() const { return fd_; }
   void* address() const { return address_; }
