@@ -29,7 +29,7 @@ int find_gid_index(SoftContext& context, uint8_t port_num, const Gid& gid) {
 ibv_ah* create_soft_ah(SoftContext& context, ibv_pd* pd, const ibv_ah_attr& attr) {
   std::unique_ptr<SoftAh> ah(new SoftAh{});
   Errno err = 0;
-  ah->ah = context.hca->create_ah(*soft_of<SoftPd>(pd)->pd, from_ibv_ah_attr(attr), err);
+  ah->ah = context.hca->create_ah(soft_of<SoftPd>(pd)->protection_domain(), from_ibv_ah_attr(attr), err);
   if (!ah->ah) {
     errno = err ? err : ENOMEM;
     return nullptr;

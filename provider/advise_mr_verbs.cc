@@ -31,7 +31,7 @@ int soft_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_
         std::vector<Sge> sges(num_sge);
         for (uint32_t i = 0; i < num_sge; ++i)
           sges[i] = Sge{sg_list[i].addr, sg_list[i].length, sg_list[i].lkey};
-        return context->hca->prefetch_mr(*soft_of<SoftPd>(pd)->pd, sges, prefetch,
+        return context->hca->prefetch_mr(soft_of<SoftPd>(pd)->protection_domain(), sges, prefetch,
                                          flags & IBV_ADVISE_MR_FLAG_FLUSH);
       },
       ENOMEM);

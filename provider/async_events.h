@@ -28,6 +28,7 @@ struct ContextObjects {
   std::unordered_set<SoftQp*> opened_qps;  // ibv_open_qp handles: no events
   std::unordered_set<SoftDm*> dms;
   std::unordered_set<SoftMw*> mws;
+  std::unordered_set<SoftTd*> tds;
 };
 
 bool is_qp_event(ibv_event_type type);

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "provider/exports.h"
+#include "provider/parent_domain.h"
 #include "provider/extended_attributes.h"
 #include "provider/soft_context.h"
 #include "provider/translate.h"
@@ -106,8 +107,17 @@ ibv_cq_ex* soft_create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     errno = err;
     return nullptr;
   }
+  // IBV_CQ_INIT_ATTR_MASK_PD: a parent domain of this context, or none.
+  SoftPd* parent_domain = nullptr;
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && attr->parent_domain) {
+    parent_domain = parent_domain_of(attr->parent_domain);
+    if (!parent_domain || attr->parent_domain->context != context) {
+      errno = EINVAL;
+      return nullptr;
+    }
+  }
   SoftCq* cq = create_soft_cq(*soft, static_cast<uint32_t>(attr->cqe), attr->cq_context,
-                              attr->channel, stamps);
+                              attr->channel, stamps, parent_domain);
   if (!cq) return nullptr;
   cq->ibv_ex.comp_mask = 0;
   install_poll_functions(cq->ibv_ex);

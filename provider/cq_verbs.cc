@@ -6,6 +6,7 @@
 
 #include "provider/completion_channel.h"
 #include "provider/exports.h"
+#include "provider/parent_domain.h"
 #include "provider/real_library.h"
 #include "provider/soft_context.h"
 #include "provider/translate.h"
@@ -84,7 +85,7 @@ void fill_ibv_cq(ibv_cq& ibv, ibv_context* context, ibv_comp_channel* channel,
 }  // namespace
 
 SoftCq* create_soft_cq(SoftContext& context, uint32_t cqe, void* cq_context,
-                       ibv_comp_channel* channel, uint32_t stamps) {
+                       ibv_comp_channel* channel, uint32_t stamps, SoftPd* parent_domain) {
   if (channel && channel->context != context.ibv()) {
     errno = EINVAL;
     return nullptr;
@@ -92,7 +93,8 @@ SoftCq* create_soft_cq(SoftContext& context, uint32_t cqe, void* cq_context,
   SoftCompChannel* soft_channel = channel ? soft_of<SoftCompChannel>(channel) : nullptr;
   return errno_on_exception(
       [&]() -> SoftCq* {
-        std::unique_ptr<SoftCq> cq(new SoftCq{});
+        SoftObjectPtr<SoftCq> cq(new_soft_object<SoftCq>(parent_domain, kResourceTypeCq));
+        if (!cq) return nullptr;
         Errno err = 0;
         cq->cq = context.hca->create_cq(cqe, soft_channel ? &soft_channel->events : nullptr,
                                         err, stamps);
@@ -135,7 +137,7 @@ void destroy_soft_cq(SoftContext& context, SoftCq* cq, bool wait_for_acks) {
   }
   pthread_cond_destroy(&ibv.cond);
   pthread_mutex_destroy(&ibv.mutex);
-  delete cq;
+  delete_soft_object(cq);
 }
 
 }  // namespace softverbs::provider

@@ -76,7 +76,7 @@ ibv_mr* soft_reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length,
       [&]() -> ibv_mr* {
         std::unique_ptr<SoftMr> mr(new SoftMr{});
         Errno err = 0;
-        mr->mr = context->hca->register_device_memory_mr(*soft_of<SoftPd>(pd)->pd,
+        mr->mr = context->hca->register_device_memory_mr(soft_of<SoftPd>(pd)->protection_domain(),
                                                          *soft_of<SoftDm>(dm)->dm, offset,
                                                          length, access, err);
         if (!mr->mr) {

@@ -100,7 +100,6 @@ Errno check_create_cq_ex(const ibv_cq_init_attr_ex& attr, uint32_t max_cqe,
     // on overrun is not something a soft CQ does.
     if (attr.flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) return EOPNOTSUPP;
   }
-  if ((attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && attr.parent_domain) return EINVAL;
   if (attr.wc_flags & ~kSupportedWcFlags) return EOPNOTSUPP;
   stamps = 0;
   if (attr.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) stamps |= kStampTimestamp;

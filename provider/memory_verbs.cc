@@ -41,7 +41,7 @@ ibv_mr* register_soft_mr(SoftContext& context, ibv_pd* pd, void* addr, size_t le
       [&]() -> ibv_mr* {
         std::unique_ptr<SoftMr> mr(new SoftMr{});
         Errno err = 0;
-        mr->mr = context.hca->register_mr(*soft_of<SoftPd>(pd)->pd, init, err);
+        mr->mr = context.hca->register_mr(soft_of<SoftPd>(pd)->protection_domain(), init, err);
         if (!mr->mr) {
           errno = err ? err : ENOMEM;
           return nullptr;
@@ -63,7 +63,7 @@ ibv_mr* soft_alloc_null_mr(ibv_pd* pd) {
       [&]() -> ibv_mr* {
         std::unique_ptr<SoftMr> mr(new SoftMr{});
         Errno err = 0;
-        mr->mr = context->hca->register_null_mr(*soft_of<SoftPd>(pd)->pd, err);
+        mr->mr = context->hca->register_null_mr(soft_of<SoftPd>(pd)->protection_domain(), err);
         if (!mr->mr) {
           errno = err ? err : ENOMEM;
           return nullptr;
@@ -115,6 +115,7 @@ void destroy_soft_pd(SoftContext& context, SoftPd* pd) {
     std::lock_guard lock(context.objects.mutex);
     context.objects.pds.erase(pd);
   }
+  if (pd->is_parent_domain()) release_parent_domain(*pd);
   delete pd;
 }
 
@@ -153,7 +154,9 @@ SOFTVERBS_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   SoftContext* context = soft_context(pd->context);
   if (!context) SOFTVERBS_FORWARD(ENOSYS, ibv_dealloc_pd, pd);
   SoftPd* soft = soft_of<SoftPd>(pd);
-  // MRs and QPs still on it: ibv_dealloc_pd(3) fails and the PD stays.
+  if (soft->is_parent_domain()) return dealloc_parent_domain(*context, soft);
+  // MRs, QPs and parent domains still on it: ibv_dealloc_pd(3) fails and
+  // the PD stays.
   if (soft->pd->users.load() != 0) return EBUSY;
   destroy_soft_pd(*context, soft);
   return 0;

@@ -27,7 +27,7 @@ ibv_mw* soft_alloc_mw(ibv_pd* pd, ibv_mw_type type) {
         std::unique_ptr<SoftMw> mw(new SoftMw{});
         Errno err = 0;
         mw->mw = context->hca->alloc_mw(
-            *soft_of<SoftPd>(pd)->pd, type == IBV_MW_TYPE_1 ? MwType::kType1 : MwType::kType2,
+            soft_of<SoftPd>(pd)->protection_domain(), type == IBV_MW_TYPE_1 ? MwType::kType1 : MwType::kType2,
             err);
         if (!mw->mw) {
           errno = err ? err : ENOMEM;

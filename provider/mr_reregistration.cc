@@ -32,7 +32,7 @@ Errno run_command(SoftContext& context, SoftMr& mr, int flags, ibv_pd* pd, void*
   MrChange change;
   if (flags & IBV_REREG_MR_CHANGE_PD) {
     if (!pd || pd->context != context.ibv()) return EINVAL;
-    change.pd = soft_of<SoftPd>(pd)->pd.get();
+    change.pd = &soft_of<SoftPd>(pd)->protection_domain();
   }
   uint32_t new_access = 0;
   bool on_demand = false;

@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,9 +28,37 @@ struct SoftDevice {
   DeviceDescription description;
 };
 
+// A thread domain (ibv_alloc_td): a promise of the application that one
+// thread at a time uses what is created on it (parent_domain.h says what
+// softverbs does with it).
+struct SoftTd {
+  ibv_td ibv;
+  std::atomic<uint32_t> parent_domains{0};
+};
+
+// A protection domain, or a parent domain (ibv_alloc_parent_domain), which
+// stands for the protection domain `protection` and adds a thread domain
+// and the application's allocators.
 struct SoftPd {
   ibv_pd ibv;
-  std::unique_ptr<Pd> pd;
+  std::unique_ptr<Pd> pd;  // a protection domain's; null in a parent domain
+  SoftPd* protection = nullptr;
+  SoftTd* td = nullptr;
+  void* (*alloc)(ibv_pd*, void*, size_t, size_t, uint64_t) = nullptr;
+  void (*free)(ibv_pd*, void*, void*, uint64_t) = nullptr;
+  void* pd_context = nullptr;
+  std::atomic<uint32_t> users{0};  // a parent domain's QPs, CQs and SRQs
+  bool is_parent_domain() const { return protection != nullptr; }
+  // The protection domain that objects made on this one belong to.
+  Pd& protection_domain() { return is_parent_domain() ? *protection->pd : *pd; }
+};
+
+// Where a QP, CQ or SRQ object came from (parent_domain.h): the parent
+// domain it was made on, if any, and whether its memory is the domain's.
+struct ObjectOrigin {
+  SoftPd* domain = nullptr;
+  bool from_allocator = false;
+  uint64_t resource_type = 0;
 };
 
 struct SoftMr {
@@ -59,6 +88,7 @@ struct SoftCq {
   };
   std::unique_ptr<Cq> cq;
   SoftCompChannel* channel = nullptr;
+  ObjectOrigin origin;
   // Events handed out by ibv_get_cq_event / ibv_get_async_event. Incremented
   // under the event queue's lock; destroy waits until the application has
   // acknowledged as many (ibv.comp_events_completed, async_events_completed).
@@ -88,6 +118,7 @@ struct SoftSrq {
   std::unique_ptr<Srq> srq;
   std::shared_ptr<Xrcd> xrcd;  // an XRC SRQ keeps its domain
   uint32_t async_events_delivered = 0;  // see SoftCq; acked in ibv.events_completed
+  ObjectOrigin origin;
 };
 
 struct SoftQp {
@@ -108,6 +139,7 @@ struct SoftQp {
   // The WRs the ibv_wr_* builders assemble; only on a QP that has an
   // ibv_qp_ex (ibv_qp_to_qp_ex returns NULL for the others).
   std::unique_ptr<SendWrBatch> send_wr_batch;
+  ObjectOrigin origin;
 };
 
 bool is_soft_device(const ibv_device* device);

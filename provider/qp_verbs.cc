@@ -6,6 +6,7 @@
 #include <span>
 
 #include "provider/exports.h"
+#include "provider/parent_domain.h"
 #include "provider/post_chain.h"
 #include "provider/real_library.h"
 #include "provider/send_wr_translation.h"
@@ -69,7 +70,7 @@ std::unique_ptr<Qp> create_hca_qp(SoftContext& context, ibv_pd* pd,
   init.sq_sig_all = attr.sq_sig_all != 0;
   if (receives && attr.srq) init.srq = soft_of<SoftSrq>(attr.srq)->srq.get();
   Errno err = 0;
-  std::unique_ptr<Qp> qp = context.hca->create_qp(*soft_of<SoftPd>(pd)->pd, init, err);
+  std::unique_ptr<Qp> qp = context.hca->create_qp(soft_of<SoftPd>(pd)->protection_domain(), init, err);
   if (!qp) {
     errno = err ? err : ENOMEM;
     return nullptr;
@@ -102,7 +103,8 @@ void fill_ibv_qp(ibv_qp& ibv, ibv_pd* pd, const ibv_qp_init_attr_ex& attr, uint3
 SoftQp* create_soft_qp(SoftContext& context, ibv_pd* pd, ibv_qp_init_attr_ex& attr) {
   return errno_on_exception(
       [&]() -> SoftQp* {
-        std::unique_ptr<SoftQp> qp(new SoftQp{});
+        SoftObjectPtr<SoftQp> qp(new_soft_object<SoftQp>(parent_domain_of(pd), kResourceTypeQp));
+        if (!qp) return nullptr;
         qp->qp = create_hca_qp(context, pd, attr, qp->sq_sig_all);
         if (!qp->qp) return nullptr;
         {
@@ -136,7 +138,7 @@ void destroy_soft_qp(SoftContext& context, SoftQp* qp, bool wait_for_acks) {
   }
   pthread_cond_destroy(&ibv.cond);
   pthread_mutex_destroy(&ibv.mutex);
-  delete qp;
+  delete_soft_object(qp);
 }
 
 }  // namespace softverbs::provider

@@ -1,5 +1,6 @@
 #include "provider/soft_context.h"
 
+#include <algorithm>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ void set_ops(verbs_context& vctx) {
   vctx.query_rt_values = soft_query_rt_values;
   set_srq_ops(vctx);
   set_xrc_ops(vctx);
+  set_domain_ops(vctx);
   set_memory_ops(vctx);
 }
 
@@ -80,6 +82,7 @@ void close_soft_context(SoftContext* context) {
   std::vector<SoftXrcd*> xrcds;
   std::vector<SoftDm*> dms;
   std::vector<SoftMw*> mws;
+  std::vector<SoftTd*> tds;
   {
     std::lock_guard lock(context->objects.mutex);
     for (auto& [key, qp] : context->objects.qps) qps.push_back(qp);
@@ -93,6 +96,7 @@ void close_soft_context(SoftContext* context) {
     context->objects.xrcds.clear();
     for (SoftDm* dm : context->objects.dms) dms.push_back(dm);
     for (SoftMw* mw : context->objects.mws) mws.push_back(mw);
+    for (SoftTd* td : context->objects.tds) tds.push_back(td);
   }
   for (SoftQp* qp : opened_qps) destroy_soft_qp(*context, qp, false);
   for (SoftQp* qp : qps) destroy_soft_qp(*context, qp, false);
@@ -103,7 +107,10 @@ void close_soft_context(SoftContext* context) {
   for (SoftMr* mr : mrs) destroy_soft_mr(*context, mr);
   for (SoftDm* dm : dms) destroy_soft_dm(*context, dm);
   for (SoftCq* cq : cqs) destroy_soft_cq(*context, cq, false);
+  // Parent domains before the PDs they stand for, then thread domains.
+  std::stable_partition(pds.begin(), pds.end(), [](SoftPd* pd) { return pd->is_parent_domain(); });
   for (SoftPd* pd : pds) destroy_soft_pd(*context, pd);
+  for (SoftTd* td : tds) delete td;
 
   context->hca->set_async_event_sink(nullptr);
   context->hca.reset();

@@ -37,9 +37,11 @@ void close_soft_context(SoftContext* context);
 //
 // A CQ of `cqe` entries, reporting completion events to `channel` (of this
 // context, else EINVAL), recording in each completion the times `stamps`
-// (CqStamps) asks for. EINVAL for cqe above max_cqe.
+// (CqStamps) asks for, made on `parent_domain` if given (parent_domain.h).
+// EINVAL for cqe above max_cqe.
 SoftCq* create_soft_cq(SoftContext& context, uint32_t cqe, void* cq_context,
-                       ibv_comp_channel* channel, uint32_t stamps);
+                       ibv_comp_channel* channel, uint32_t stamps,
+                       SoftPd* parent_domain = nullptr);
 // A QP of `pd` from the fields of ibv_qp_init_attr at the start of `attr`
 // (qp_context ... sq_sig_all); attr.cap is updated with what was granted.
 // EINVAL for CQs of another context or an SRQ given; EOPNOTSUPP for QP
@@ -69,6 +71,12 @@ int rereg_soft_mr(SoftContext& context, SoftMr* mr, int flags, ibv_pd* pd, void*
 void set_memory_ops(verbs_context& vctx);
 void set_advise_mr_op(verbs_context& vctx);
 void set_device_memory_ops(verbs_context& vctx);
+// Thread and parent domains (domain_verbs.cc): the ops, ibv_dealloc_pd of a
+// parent domain (EBUSY while objects use it), and what destroying one gives
+// back to its PD and TD.
+void set_domain_ops(verbs_context& vctx);
+int dealloc_parent_domain(SoftContext& context, SoftPd* domain);
+void release_parent_domain(SoftPd& domain);
 // The extended-verbs op of SRQs (ibv_create_srq_ex).
 void set_srq_ops(verbs_context& vctx);
 // The XRC ops (xrc_verbs.cc): open/close_xrcd, open_qp, get_srq_num.

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "provider/exports.h"
+#include "provider/parent_domain.h"
 #include "provider/post_chain.h"
 #include "provider/real_library.h"
 #include "provider/soft_context.h"
@@ -27,14 +28,15 @@ struct XrcParts {
 ibv_srq* create_soft_srq(SoftContext& context, ibv_pd* pd, ibv_srq_attr& attr,
                          void* srq_context, XrcParts xrc = {}) {
   Hca::SrqInit init{attr.max_wr, attr.max_sge, attr.srq_limit};
-  std::unique_ptr<SoftSrq> srq(new SoftSrq{});
+  SoftObjectPtr<SoftSrq> srq(new_soft_object<SoftSrq>(parent_domain_of(pd), kResourceTypeSrq));
+  if (!srq) return nullptr;
   if (xrc.xrcd) {
     srq->xrcd = xrc.xrcd->xrcd;
     init.xrcd = srq->xrcd.get();
     init.cq = soft_of<SoftCq>(xrc.cq)->cq.get();
   }
   Errno err = 0;
-  srq->srq = context.hca->create_srq(*soft_of<SoftPd>(pd)->pd, init, err);
+  srq->srq = context.hca->create_srq(soft_of<SoftPd>(pd)->protection_domain(), init, err);
   if (!srq->srq) {
     errno = err ? err : ENOMEM;
     return nullptr;
@@ -112,7 +114,7 @@ void destroy_soft_srq(SoftContext& context, SoftSrq* srq, bool wait_for_acks) {
   }
   pthread_cond_destroy(&ibv.cond);
   pthread_mutex_destroy(&ibv.mutex);
-  delete srq;
+  delete_soft_object(srq);
 }
 
 void set_srq_ops(verbs_context& vctx) { vctx.create_srq_ex = soft_create_srq_ex; }

@@ -1,5 +1,6 @@
 #include "harness/testsupport/endpoint.h"
 
+#include <cstdlib>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,9 @@ Errno Endpoint::open(const EndpointConfig& config) {
   errno = 0;
   pd_.reset(ibv_alloc_pd(context_.get()));
   if (!pd_) return errno ? errno : ENOMEM;
+  if (config.on_parent_domain) {
+    if (Errno e = create_parent_domain()) return e;
+  }
   if (Errno e = create_cqs(config)) return e;
   if (Errno e = create_qp(config)) return e;
   if (Errno e = buffer_.allocate(pd_.get(), config.buffer_length, config.buffer_access,
@@ -64,9 +68,33 @@ Errno Endpoint::open(const EndpointConfig& config) {
   return restricted_.allocate(pd_.get(), config.restricted_length, config.restricted_access);
 }
 
+namespace {
+
+void* heap_alloc(ibv_pd*, void*, size_t size, size_t alignment, uint64_t) {
+  return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+}
+void heap_free(ibv_pd*, void*, void* ptr, uint64_t) { std::free(ptr); }
+
+}  // namespace
+
+Errno Endpoint::create_parent_domain() {
+  errno = 0;
+  ibv_td_init_attr td_attr{};
+  td_.reset(ibv_alloc_td(context_.get(), &td_attr));
+  if (!td_) return errno ? errno : ENOMEM;
+  ibv_parent_domain_init_attr attr{};
+  attr.pd = pd_.get();
+  attr.td = td_.get();
+  attr.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+  attr.alloc = heap_alloc;
+  attr.free = heap_free;
+  parent_domain_.reset(ibv_alloc_parent_domain(context_.get(), &attr));
+  return parent_domain_ ? 0 : (errno ? errno : ENOMEM);
+}
+
 Errno Endpoint::create_cqs(const EndpointConfig& config) {
   errno = 0;
-  if (config.cq_wc_flags == 0) {
+  if (config.cq_wc_flags == 0 && !parent_domain_) {
     send_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
     if (!send_cq_) return errno ? errno : ENOMEM;
     recv_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
@@ -75,6 +103,10 @@ Errno Endpoint::create_cqs(const EndpointConfig& config) {
   ibv_cq_init_attr_ex attr{};
   attr.cqe = config.cq_depth;
   attr.wc_flags = config.cq_wc_flags;
+  if (parent_domain_) {
+    attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+    attr.parent_domain = parent_domain_.get();
+  }
   send_cq_ex_ = ibv_create_cq_ex(context_.get(), &attr);
   if (!send_cq_ex_) return errno ? errno : ENOMEM;
   send_cq_.reset(ibv_cq_ex_to_cq(send_cq_ex_));
@@ -93,7 +125,7 @@ Errno Endpoint::create_qp(const EndpointConfig& config) {
   init.qp_type = config.qp_type;
   init.sq_sig_all = config.sq_sig_all ? 1 : 0;
   init.comp_mask = IBV_QP_INIT_ATTR_PD;
-  init.pd = pd_.get();
+  init.pd = parent_domain_ ? parent_domain_.get() : pd_.get();
   if (config.send_ops_flags) {
     init.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     init.send_ops_flags = config.send_ops_flags;

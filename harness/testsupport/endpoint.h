@@ -51,6 +51,10 @@ struct EndpointConfig {
   uint64_t send_ops_flags = 0;
   // Non-zero: both CQs come from ibv_create_cq_ex with these wc_flags.
   uint64_t cq_wc_flags = 0;
+  // The QP and both CQs are made on a parent domain of the PD with a
+  // thread domain, whose allocators take their memory from the heap
+  // (ibv_alloc_parent_domain(3)); the MRs stay on the PD.
+  bool on_parent_domain = false;
 };
 static_assert(std::is_trivially_copyable_v<EndpointConfig>);
 
@@ -161,6 +165,8 @@ class Endpoint {
   // Declared in creation order; destroyed in reverse.
   ContextPtr context_;
   PdPtr pd_;
+  TdPtr td_;
+  PdPtr parent_domain_;  // with config_.on_parent_domain
   CqPtr send_cq_;
   CqPtr recv_cq_;
   QpPtr qp_;
@@ -174,6 +180,7 @@ class Endpoint {
   ibv_cq_ex* send_cq_ex_ = nullptr;
   ibv_cq_ex* recv_cq_ex_ = nullptr;
 
+  Errno create_parent_domain();
   Errno create_cqs(const EndpointConfig& config);
   Errno create_qp(const EndpointConfig& config);
 };

@@ -28,6 +28,9 @@ struct CompChannelDestroyer {
     ibv_destroy_comp_channel(channel);
   }
 };
+struct TdDeallocator {
+  void operator()(ibv_td* td) const noexcept { ibv_dealloc_td(td); }
+};
 struct QpDestroyer {
   void operator()(ibv_qp* qp) const noexcept { ibv_destroy_qp(qp); }
 };
@@ -38,5 +41,6 @@ using MrPtr = std::unique_ptr<ibv_mr, MrDeregisterer>;
 using CqPtr = std::unique_ptr<ibv_cq, CqDestroyer>;
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDestroyer>;
 using QpPtr = std::unique_ptr<ibv_qp, QpDestroyer>;
+using TdPtr = std::unique_ptr<ibv_td, TdDeallocator>;
 
 }  // namespace softverbs::testsupport
