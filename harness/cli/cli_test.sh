@@ -170,6 +170,13 @@ expect 0 "$out" '^softverbs1 ' "devices --devices 2"
 checks=$((checks + 1))
 [[ $(grep -c '^softverbs' "$out") -eq 2 ]] || fail "devices --devices 2 shows other than 2 rows"
 
+run_cli SOFTVERBS_PORTS=2 "$cli" devices --devices 2
+expect 0 "$out" '^softverbs1/2 .* 0x0012 ' "SOFTVERBS_PORTS=2 shows each device's port 2 with its own LID"
+checks=$((checks + 1))
+[[ $(distinct 4) -eq 4 && $(distinct 5) -eq 4 ]] || fail "four ports must have four LIDs and GIDs"
+run_cli SOFTVERBS_PORTS=3 "$cli" devices
+expect 2 "$err" "SOFTVERBS_PORTS='3' is not a port count of 1 or 2" "SOFTVERBS_PORTS out of range"
+
 run_cli SOFTVERBS_DEVICES=0 "$cli" devices
 expect 0 "$out" 'no soft devices' "SOFTVERBS_DEVICES=0"
 

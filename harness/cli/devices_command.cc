@@ -71,12 +71,17 @@ int devices_command(std::span<char* const> args) {
   }
   std::printf("%-12s  %-19s  %-10s  %-6s  %s\n", "device", "node GUID", "link layer", "LID", "GID[0]");
   for (const DeviceDescription& device : devices) {
-    const std::string gid0 = device.gids.empty() ? "-" : format_gid(device.gids.front().gid);
-    char lid[8];
-    std::snprintf(lid, sizeof lid, "0x%04x", device.lid);
-    std::printf("%-12s  %-19s  %-10s  %-6s  %s\n", device.name.c_str(),
-                format_guid(device.node_guid).c_str(), link_layer_name(device.link_layer), lid,
-                gid0.c_str());
+    // One line per port; a second port (SOFTVERBS_PORTS=2) as "NAME/2".
+    for (uint8_t port = 1; port <= device.port_count(); ++port) {
+      const auto& gids = device.gids_of(port);
+      const std::string gid0 = gids.empty() ? "-" : format_gid(gids.front().gid);
+      const std::string name = port == 1 ? device.name : device.name + "/" + std::to_string(port);
+      char lid[8];
+      std::snprintf(lid, sizeof lid, "0x%04x", device.lid_of(port));
+      std::printf("%-12s  %-19s  %-10s  %-6s  %s\n", name.c_str(),
+                  format_guid(device.node_guid).c_str(), link_layer_name(device.link_layer), lid,
+                  gid0.c_str());
+    }
   }
   return kExitSuccess;
 }
