@@ -128,6 +128,17 @@ constexpr ExtensionLayout kExtensionLayout[] = {
        h.deth.qkey = load_be32(p);
        h.deth.src_qp = load_be24(p + 5);
      }},
+    // FETH: rsv(26) SEL(2) PLT(4).
+    {kHdrFeth, 4,
+     [](uint8_t* p, const Headers& h) {
+       store_be32(p, uint32_t(h.feth.selectivity_level & 0x3) << 4 |
+                         (h.feth.placement_type & 0xf));
+     },
+     [](const uint8_t* p, Headers& h) {
+       const uint32_t word = load_be32(p);
+       h.feth.placement_type = static_cast<uint8_t>(word & 0xf);
+       h.feth.selectivity_level = static_cast<uint8_t>((word >> 4) & 0x3);
+     }},
     // RETH: VA(64) R_Key(32) DMALen(32).
     {kHdrReth, 16,
      [](uint8_t* p, const Headers& h) {
@@ -187,8 +198,8 @@ constexpr ExtensionLayout kExtensionLayout[] = {
 };
 
 // Total extension header bytes for every combination of HeaderBits.
-constexpr size_t kHeaderBitCombinations = 256;
-static_assert(kHdrXrceth < kHeaderBitCombinations && kHdrDeth < kHeaderBitCombinations,
+constexpr size_t kHeaderBitCombinations = 512;
+static_assert(kHdrFeth < kHeaderBitCombinations && kHdrXrceth < kHeaderBitCombinations,
               "a new HeaderBits value needs a larger kExtensionBytes table");
 constexpr std::array<uint8_t, kHeaderBitCombinations> kExtensionBytes = [] {
   std::array<uint8_t, kHeaderBitCombinations> bytes{};

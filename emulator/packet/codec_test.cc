@@ -253,6 +253,7 @@ Headers random_headers(Opcode opcode, bool has_grh, std::mt19937_64& rng) {
   h.imm_data = r32();
   h.ieth_rkey = r32();
   h.xrc_srqn = r32();
+  h.feth = {.placement_type = r8(), .selectivity_level = r8()};
   return h;
 }
 
@@ -283,6 +284,9 @@ Headers expected_after_round_trip(Headers h, size_t payload_bytes) {
   if (!(present & kHdrDeth)) h.deth = Deth{};
   if (!(present & kHdrImmDt)) h.imm_data = 0;
   if (!(present & kHdrIeth)) h.ieth_rkey = 0;
+  h.feth = (present & kHdrFeth) ? Feth{uint8_t(h.feth.placement_type & 0xf),
+                                       uint8_t(h.feth.selectivity_level & 0x3)}
+                                : Feth{};
   h.xrc_srqn = (present & kHdrXrceth) ? h.xrc_srqn & kPsnMask : 0;
   return h;
 }

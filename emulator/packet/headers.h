@@ -33,6 +33,9 @@ enum class Opcode : uint8_t {
   kRcFetchAdd = 0x14,
   kRcSendLastInv = 0x16,
   kRcSendOnlyInv = 0x17,
+  // Memory placement extensions (IBTA annex A19).
+  kRcFlush = 0x1c,
+  kRcAtomicWrite = 0x1d,
   kUcSendFirst = 0x20,
   kUcSendMiddle = 0x21,
   kUcSendLast = 0x22,
@@ -86,6 +89,7 @@ enum HeaderBits : uint16_t {
   kHdrIeth = 1u << 5,
   kHdrDeth = 1u << 6,
   kHdrXrceth = 1u << 7,
+  kHdrFeth = 1u << 8,
 };
 
 // Where a packet sits in its message.
@@ -93,7 +97,7 @@ enum class Position : uint8_t { kFirst, kMiddle, kLast, kOnly };
 
 enum class Operation : uint8_t {
   kSend, kWrite, kReadRequest, kReadResponse, kAcknowledge, kAtomicAcknowledge,
-  kCompareSwap, kFetchAdd,
+  kCompareSwap, kFetchAdd, kFlush, kAtomicWrite,
 };
 
 struct OpcodeInfo {
@@ -185,6 +189,14 @@ struct AtomicAckEth {
   bool operator==(const AtomicAckEth&) const = default;
 };
 
+// FETH (IBTA annex A19): what a FLUSH makes durable and how much of the MR.
+struct Feth {
+  uint8_t placement_type = 0;     // 4 bits: 1 global visibility, 2 persistence
+  uint8_t selectivity_level = 0;  // 2 bits: 0 the RETH's range, 1 the whole MR
+
+  bool operator==(const Feth&) const = default;
+};
+
 struct Deth {
   uint32_t qkey = 0;
   uint32_t src_qp = 0;  // 24 bits
@@ -204,6 +216,7 @@ struct Headers {
   AtomicEth atomic_eth;
   AtomicAckEth atomic_ack_eth;
   Deth deth;
+  Feth feth;
   uint32_t imm_data = 0;  // kept in network byte order, as applications see it
   uint32_t ieth_rkey = 0;
   uint32_t xrc_srqn = 0;  // XRCETH (24 bits): the XRC SRQ a request is for

@@ -60,6 +60,10 @@ constexpr Row kRows[] = {
     row(kRcFetchAdd, "RC_FETCH_ADD", kHdrAtomicEth, kNoPayload, kOnly, kFetchAdd, kRc, kRequest),
     row(kRcSendLastInv, "RC_SEND_LAST_WITH_INVALIDATE", kHdrIeth, kPayload, kLast, kSend, kRc, kRequest),
     row(kRcSendOnlyInv, "RC_SEND_ONLY_WITH_INVALIDATE", kHdrIeth, kPayload, kOnly, kSend, kRc, kRequest),
+    // Memory placement extensions: a FLUSH is answered as a READ of nothing,
+    // an ATOMIC WRITE (8 bytes of payload) is acknowledged as a WRITE.
+    row(kRcFlush, "RC_FLUSH", kHdrFeth | kHdrReth, kNoPayload, kOnly, kFlush, kRc, kRequest),
+    row(kRcAtomicWrite, "RC_ATOMIC_WRITE", kHdrReth, kPayload, kOnly, kAtomicWrite, kRc, kRequest),
     // Unreliable Connection: the RC sends and writes, nothing that answers.
     row(kUcSendFirst, "UC_SEND_FIRST", kNone, kPayload, kFirst, kSend, kUc, kRequest),
     row(kUcSendMiddle, "UC_SEND_MIDDLE", kNone, kPayload, kMiddle, kSend, kUc, kRequest),
@@ -88,7 +92,8 @@ constexpr const char* kXrcNames[] = {
     "XRC_RDMA_READ_RESPONSE_FIRST", "XRC_RDMA_READ_RESPONSE_MIDDLE",
     "XRC_RDMA_READ_RESPONSE_LAST", "XRC_RDMA_READ_RESPONSE_ONLY", "XRC_ACKNOWLEDGE",
     "XRC_ATOMIC_ACKNOWLEDGE", "XRC_CMP_SWAP", "XRC_FETCH_ADD", nullptr,
-    "XRC_SEND_LAST_WITH_INVALIDATE", "XRC_SEND_ONLY_WITH_INVALIDATE",
+    "XRC_SEND_LAST_WITH_INVALIDATE", "XRC_SEND_ONLY_WITH_INVALIDATE", nullptr, nullptr,
+    nullptr, nullptr, "XRC_FLUSH", "XRC_ATOMIC_WRITE",
 };
 
 // Indexed by the raw opcode byte; rows not listed keep name == nullptr.

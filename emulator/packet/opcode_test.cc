@@ -74,7 +74,8 @@ TEST(OpcodeTable, ExtensionHeadersPerIbta) {
                       opcode == Opcode::kRcReadRequest ||
                       opcode == Opcode::kUcWriteFirst ||
                       opcode == Opcode::kUcWriteOnly ||
-                      opcode == Opcode::kUcWriteOnlyImm;
+                      opcode == Opcode::kUcWriteOnlyImm ||
+                      opcode == Opcode::kRcFlush || opcode == Opcode::kRcAtomicWrite;
     const bool aeth = opcode == Opcode::kRcReadResponseFirst ||
                       opcode == Opcode::kRcReadResponseLast ||
                       opcode == Opcode::kRcReadResponseOnly ||
@@ -94,6 +95,7 @@ TEST(OpcodeTable, ExtensionHeadersPerIbta) {
     EXPECT_EQ(bool(headers & kHdrAtomicAckEth),
               opcode == Opcode::kRcAtomicAcknowledge);
     EXPECT_EQ(bool(headers & kHdrDeth), deth);
+    EXPECT_EQ(bool(headers & kHdrFeth), opcode == Opcode::kRcFlush);  // IBTA annex A19
   }
 }
 
@@ -104,7 +106,7 @@ TEST(OpcodeTable, PayloadOnlyOnDataCarryingOpcodes) {
                       opcode == Opcode::kRcAcknowledge ||
                       opcode == Opcode::kRcAtomicAcknowledge ||
                       opcode == Opcode::kRcCompareSwap ||
-                      opcode == Opcode::kRcFetchAdd;
+                      opcode == Opcode::kRcFetchAdd || opcode == Opcode::kRcFlush;
     EXPECT_EQ(info(listed).has_payload, !none) << info(listed).name;
   }
 }
@@ -129,6 +131,8 @@ TEST(OpcodeTable, OperationMatchesTheName) {
     else if (name_contains(opcode, "ACKNOWLEDGE")) expected = Operation::kAcknowledge;
     else if (name_contains(opcode, "CMP_SWAP")) expected = Operation::kCompareSwap;
     else if (name_contains(opcode, "FETCH_ADD")) expected = Operation::kFetchAdd;
+    else if (name_contains(opcode, "FLUSH")) expected = Operation::kFlush;
+    else if (name_contains(opcode, "ATOMIC_WRITE")) expected = Operation::kAtomicWrite;
     else expected = Operation::kSend;
     EXPECT_EQ(info(opcode).operation, expected) << info(opcode).name;
   }
@@ -176,7 +180,7 @@ TEST(OpcodeTable, XrcOpcodesMirrorTheirRcCounterparts) {
     EXPECT_EQ(rc.operation, x.operation) << x.name;
     EXPECT_EQ(rc.is_request, x.is_request) << x.name;
   }
-  EXPECT_EQ(xrc, 23);
+  EXPECT_EQ(xrc, 25);
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ inline constexpr Opcode kAllOpcodes[] = {
     Opcode::kRcReadResponseOnly,  Opcode::kRcAcknowledge,
     Opcode::kRcAtomicAcknowledge, Opcode::kRcCompareSwap,
     Opcode::kRcFetchAdd,          Opcode::kRcSendLastInv,
-    Opcode::kRcSendOnlyInv,       Opcode::kUcSendFirst,
+    Opcode::kRcSendOnlyInv,       Opcode::kRcFlush,
+    Opcode::kRcAtomicWrite,       Opcode::kUcSendFirst,
     Opcode::kUcSendMiddle,        Opcode::kUcSendLast,
     Opcode::kUcSendLastImm,       Opcode::kUcSendOnly,
     Opcode::kUcSendOnlyImm,       Opcode::kUcWriteFirst,
@@ -41,6 +42,7 @@ inline constexpr Opcode kAllOpcodes[] = {
     xrc_opcode(Opcode::kRcReadResponseOnly),  xrc_opcode(Opcode::kRcAcknowledge),
     xrc_opcode(Opcode::kRcAtomicAcknowledge), xrc_opcode(Opcode::kRcCompareSwap),
     xrc_opcode(Opcode::kRcFetchAdd),          xrc_opcode(Opcode::kRcSendLastInv),
+    xrc_opcode(Opcode::kRcFlush),             xrc_opcode(Opcode::kRcAtomicWrite),
     xrc_opcode(Opcode::kRcSendOnlyInv),
 };
 
