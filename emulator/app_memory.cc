@@ -275,6 +275,15 @@ bool fetch_add(uint64_t* app, uint64_t add, uint64_t& original) {
   return true;
 }
 
+bool store(uint64_t* app, uint64_t value) {
+  AtomicState s{app, value, 0, 0};
+  auto op = [](void* p) {
+    auto* a = static_cast<AtomicState*>(p);
+    __atomic_store_n(a->word, a->operand, __ATOMIC_SEQ_CST);
+  };
+  return run_atomic(app, op, &s);
+}
+
 bool populate(void* app, size_t n, bool for_write) {
   if (n == 0) return true;
   current_mode();

@@ -47,6 +47,8 @@ bool write(void* app, const void* from, size_t n);
 // found. false on a fault (nothing changed).
 bool compare_swap(uint64_t* app, uint64_t compare, uint64_t swap, uint64_t& original);
 bool fetch_add(uint64_t* app, uint64_t add, uint64_t& original);
+// An ATOMIC WRITE: the aligned word takes `value` in one store.
+bool store(uint64_t* app, uint64_t value);
 // Makes the pages of [app, app+n) present (for writing when `for_write`),
 // as a prefetch of an on-demand MR does. false when part of the range is
 // not mapped (with that access).

@@ -42,6 +42,8 @@ enum OdpOperation : uint32_t {
   kOdpRead = 1u << 3,
   kOdpAtomic = 1u << 4,
   kOdpSrqRecv = 1u << 5,
+  kOdpFlush = 1u << 6,
+  kOdpAtomicWrite = 1u << 7,
 };
 
 // Every access goes through the same checked copy whatever the MR, so any
@@ -49,11 +51,13 @@ enum OdpOperation : uint32_t {
 struct OdpCapabilities {
   bool supported = true;
   bool implicit = true;
-  uint32_t rc = kOdpSend | kOdpRecv | kOdpWrite | kOdpRead | kOdpAtomic | kOdpSrqRecv;
+  uint32_t rc = kOdpSend | kOdpRecv | kOdpWrite | kOdpRead | kOdpAtomic | kOdpSrqRecv |
+                kOdpFlush | kOdpAtomicWrite;
   uint32_t uc = kOdpSend | kOdpRecv | kOdpWrite | kOdpSrqRecv;
   uint32_t ud = kOdpSend | kOdpRecv | kOdpSrqRecv;
   // An XRC target receives only through SRQs.
-  uint32_t xrc = kOdpSend | kOdpWrite | kOdpRead | kOdpAtomic | kOdpSrqRecv;
+  uint32_t xrc = kOdpSend | kOdpWrite | kOdpRead | kOdpAtomic | kOdpSrqRecv | kOdpFlush |
+                 kOdpAtomicWrite;
 };
 
 struct DeviceAttributes {
@@ -111,6 +115,10 @@ struct DeviceAttributes {
   // as rxe's and mlx5's are.
   bool cap_mem_window_type_2b = true;
   bool cap_xrc = true;
+  // The memory placement extensions (IBTA annex A19): ATOMIC WRITE, and
+  // FLUSH to global visibility (no soft MR is persistent memory).
+  bool cap_atomic_write = true;
+  bool cap_flush_global = true;
 };
 
 enum class PortState : uint8_t { kNop, kDown, kInit, kArmed, kActive, kActiveDefer };

@@ -25,6 +25,8 @@ WcOpcode wc_opcode(WrOpcode op) {
     case WrOpcode::kAtomicFetchAdd: return WcOpcode::kFetchAdd;
     case WrOpcode::kBindMw: return WcOpcode::kBindMw;
     case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+    case WrOpcode::kAtomicWrite: return WcOpcode::kAtomicWrite;
+    case WrOpcode::kFlush: return WcOpcode::kFlush;
   }
   return WcOpcode::kSend;
 }

@@ -192,6 +192,27 @@ bool QpImpl::atomic_remote(uint32_t rkey, uint64_t va, bool compare_swap, uint64
   });
 }
 
+bool QpImpl::atomic_write_remote(uint32_t rkey, uint64_t va, uint64_t data) const {
+  return access_remote(rkey, va, sizeof(uint64_t), kAccessRemoteWrite, [&](uint8_t* address) {
+    return app_memory::store(reinterpret_cast<uint64_t*>(address), data);
+  });
+}
+
+bool QpImpl::flush_allowed(uint32_t rkey, uint64_t va, uint64_t len, bool whole_mr,
+                           uint32_t access) const {
+  if ((attr.access_flags & access) != access) return false;
+  const Hca::Impl& h = hca->impl();
+  std::shared_lock lock(h.mr_mutex);
+  if (whole_mr) {
+    // The range is the MR's own: only the key and its rights matter.
+    const Mr* mr = h.find_mr_locked(rkey);
+    return mr && mr->kind() != MrKind::kNull && &mr->pd() == pd &&
+           (mr->access() & access) == access;
+  }
+  uint64_t host = 0;
+  return resolve_remote_locked(rkey, va, len, access, host);
+}
+
 bool QpImpl::resolve_remote_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                                    uint64_t& host) const {
   const Hca::Impl& h = hca->impl();

@@ -20,7 +20,8 @@ constexpr uint32_t kWriteAccess = kAccessLocalWrite | kAccessRemoteWrite | kAcce
 
 bool valid_access(uint32_t access) {
   constexpr uint32_t all = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                           kAccessRemoteAtomic | kAccessMwBind;
+                           kAccessRemoteAtomic | kAccessMwBind | kAccessFlushGlobal;
+  // No soft MR is persistent memory: kAccessFlushPersistent has no target.
   if (access & ~all) return false;
   // IBTA 10.6.3.1: remote write or atomic access requires local write.
   if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))

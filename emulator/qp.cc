@@ -34,7 +34,7 @@ Errno check_values(const QpImpl& qp, const QpAttributes& a, uint32_t mask) {
   if ((mask & kQpAttrDestQpn) && a.dest_qp_num > packet::kPsnMask) return EINVAL;
   if (mask & kQpAttrAccessFlags) {
     constexpr uint32_t all = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                             kAccessRemoteAtomic;
+                             kAccessRemoteAtomic | kAccessFlushGlobal | kAccessFlushPersistent;
     if (a.access_flags & ~all) return EINVAL;
   }
   if (mask & kQpAttrAv) {
@@ -195,6 +195,17 @@ Errno QpImpl::check_send(const SendRequest& wr, uint64_t& length) const {
     length = 0;  // no SGEs: what it binds is in wr.bind
     return wr.opcode == WrOpcode::kBindMw && !wr.bind.mw ? EINVAL : 0;
   }
+  // No SGEs either: the 8 bytes travel in the WR, a FLUSH moves none.
+  if (wr.opcode == WrOpcode::kAtomicWrite) {
+    length = 0;
+    return 0;
+  }
+  if (wr.opcode == WrOpcode::kFlush) {
+    length = 0;
+    return flush_placement_valid(wr.flush_placement) && wr.flush_selectivity <= kFlushMr
+               ? 0
+               : EINVAL;
+  }
   if (carries_inline(wr)) {
     if (wr.inline_data.size() > cap.max_inline_data) return EINVAL;
     length = wr.inline_data.size();
@@ -221,6 +232,10 @@ void QpImpl::enqueue_send(const SendRequest& wr, uint64_t length) {
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
   w.xrc_remote_srqn = wr.xrc_remote_srqn;
+  w.atomic_write_data = wr.atomic_write_data;
+  w.flush_placement = wr.flush_placement;
+  w.flush_selectivity = wr.flush_selectivity;
+  w.flush_length = wr.flush_length;
   w.length = length;
   if (wr.opcode == WrOpcode::kBindMw)
     w.bind = {wr.bind.mw->index(), wr.bind.mr_lkey, wr.bind.access, wr.bind.addr,

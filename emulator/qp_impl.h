@@ -207,6 +207,13 @@ struct QpImpl {
   // held. false when refused or faulted (nothing changed).
   bool atomic_remote(uint32_t rkey, uint64_t va, bool compare_swap, uint64_t compare_add,
                      uint64_t swap, uint64_t& original) const;
+  // An ATOMIC WRITE of `data` to the word at `va`, with remote write rights.
+  bool atomic_write_remote(uint32_t rkey, uint64_t va, uint64_t data) const;
+  // Whether a FLUSH with `access` (kAccessFlush*) may act through `rkey` on
+  // [va, va+len), or on the key's whole MR: both the QP and the MR must
+  // allow it, and the key must be valid even when the range is empty.
+  bool flush_allowed(uint32_t rkey, uint64_t va, uint64_t len, bool whole_mr,
+                     uint32_t access) const;
 
  private:
   // Where [va, va+len) through `rkey` lies in host memory, with the MR

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "emulator/qp_impl.h"
 
@@ -80,6 +81,7 @@ void Requester::run() {
       case Step::kCheckLimits: step = check_limits(); break;
       case Step::kStartWqe: step = start_wqe(); break;
       case Step::kSendAtomic: step = send_atomic(); break;
+      case Step::kSendAtomicWrite: step = send_atomic_write(); break;
       case Step::kSendReadRequest: step = send_read_request(); break;
       case Step::kSendSegment: step = send_segment(); break;
       case Step::kSendRun: step = send_run(); break;
@@ -137,6 +139,7 @@ Requester::Step Requester::start_wqe() {
   if (packet::psn_diff(npsn_, psn_high_) < 0) ++qp_.counters.retransmitted_packets;
   if (qp_.type == QpType::kUd) return Step::kSendDatagram;
   if (w.is_atomic()) return Step::kSendAtomic;
+  if (w.opcode == WrOpcode::kAtomicWrite) return Step::kSendAtomicWrite;
   if (w.is_read()) return Step::kSendReadRequest;
   return run_fits(w) ? Step::kSendRun : Step::kSendSegment;
 }
@@ -159,15 +162,50 @@ Requester::Step Requester::send_atomic() {
   return Step::kNextWqe;
 }
 
+Requester::Step Requester::send_atomic_write() {
+  // The 8 bytes ride as the payload, acknowledged as a WRITE's.
+  const SendWqe& w = *wqe_;
+  packet::Headers h = request_headers(w, Opcode::kRcAtomicWrite, npsn_);
+  h.bth.ack_req = true;
+  h.reth.va = w.remote_addr;
+  h.reth.rkey = w.rkey;
+  h.reth.dma_len = sizeof(uint64_t);
+  uint8_t data[sizeof(uint64_t)];
+  std::memcpy(data, &w.atomic_write_data, sizeof data);
+  qp_.transmit(h, data);
+  ack_request_next_ = false;
+  advance_psn(packet::psn_add(npsn_, 1));
+  finish_wqe();
+  qp_.completer.arm_retransmit_timer();
+  return Step::kNextWqe;
+}
+
+packet::Headers Requester::read_request_headers(const SendWqe& w, uint32_t psn,
+                                                uint64_t offset) const {
+  if (w.opcode == WrOpcode::kFlush) {
+    // A FLUSH names its range (or MR) and is answered with no data.
+    packet::Headers h = request_headers(w, Opcode::kRcFlush, psn);
+    h.feth.placement_type = w.flush_placement;
+    h.feth.selectivity_level = w.flush_selectivity;
+    h.reth.va = w.remote_addr;
+    h.reth.rkey = w.rkey;
+    h.reth.dma_len = w.flush_length;
+    h.bth.ack_req = true;
+    return h;
+  }
+  packet::Headers h = request_headers(w, Opcode::kRcReadRequest, psn);
+  h.bth.ack_req = true;
+  h.reth.va = w.remote_addr + offset;
+  h.reth.rkey = w.rkey;
+  h.reth.dma_len = static_cast<uint32_t>(w.length - offset);
+  return h;
+}
+
 Requester::Step Requester::send_read_request() {
   // One request carries the whole read (or, after a rewind, the part not
   // yet received); the responder answers with packets_of() packets.
   const SendWqe& w = *wqe_;
-  packet::Headers h = request_headers(w, Opcode::kRcReadRequest, npsn_);
-  h.bth.ack_req = true;
-  h.reth.va = w.remote_addr + send_offset_;
-  h.reth.rkey = w.rkey;
-  h.reth.dma_len = static_cast<uint32_t>(w.length - send_offset_);
+  const packet::Headers h = read_request_headers(w, npsn_, send_offset_);
   qp_.transmit(h, {});
   wqe_->read_stream_end = w.last_psn;
   ack_request_next_ = false;  // a READ request always asks
@@ -356,12 +394,10 @@ void Requester::finish_wqe() {
 
 void Requester::request_read_part(SendWqe& w, uint32_t psn, uint32_t packets) {
   const uint64_t offset = uint64_t(packet::psn_diff(psn, w.first_psn)) * qp_.mtu();
-  packet::Headers h = request_headers(w, Opcode::kRcReadRequest, psn);
-  h.bth.ack_req = true;
-  h.reth.va = w.remote_addr + offset;
-  h.reth.rkey = w.rkey;
-  h.reth.dma_len =
-      static_cast<uint32_t>(std::min<uint64_t>(uint64_t(packets) * qp_.mtu(), w.length - offset));
+  packet::Headers h = read_request_headers(w, psn, offset);
+  if (w.opcode == WrOpcode::kRdmaRead)
+    h.reth.dma_len = static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t(packets) * qp_.mtu(), w.length - offset));
   qp_.transmit(h, {});
   ++qp_.counters.retransmitted_packets;
   w.read_stream_end = packet::psn_add(psn, packets - 1);

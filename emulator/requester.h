@@ -54,14 +54,15 @@ class Requester {
   uint32_t packets_of(const SendWqe& w) const;
 
  private:
-  enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendReadRequest,
-                    kSendDatagram, kLocalOperation,
+  enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendAtomicWrite,
+                    kSendReadRequest, kSendDatagram, kLocalOperation,
                     kSendSegment, kSendRun, kStop };
 
   Step next_wqe();
   Step check_limits();
   Step start_wqe();
   Step send_atomic();
+  Step send_atomic_write();
   Step send_read_request();
   Step send_segment();
   // SEND/WRITE segments from send_offset_ on, as one run (run_frame.h).
@@ -75,6 +76,8 @@ class Requester {
   // The headers of any request packet of `w`: an XRC initiator's name the
   // target's XRC SRQ.
   packet::Headers request_headers(const SendWqe& w, packet::Opcode opcode, uint32_t psn) const;
+  // The request a READ-like WQE (a READ from `offset` on, or a FLUSH) sends.
+  packet::Headers read_request_headers(const SendWqe& w, uint32_t psn, uint64_t offset) const;
   // A segment (or a run) went out: the offset moves, the WQE may be done.
   Step segments_sent(SendWqe& w, uint64_t bytes, bool last);
   // A local protection or length error while reading the WQE's buffers.

@@ -2,6 +2,7 @@
 #include "emulator/responder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -61,6 +62,8 @@ void Responder::run(Request& r) {
       case Step::kExecuteWrite: step = execute_write(r); break;
       case Step::kExecuteRead: step = execute_read(r); break;
       case Step::kExecuteAtomic: step = execute_atomic(r); break;
+      case Step::kExecuteAtomicWrite: step = execute_atomic_write(r); break;
+      case Step::kExecuteFlush: step = execute_flush(r); break;
       case Step::kComplete: step = complete(r); break;
       case Step::kAcknowledge: step = acknowledge(r); break;
       case Step::kUcGap: step = uc_gap(r); break;
@@ -118,6 +121,11 @@ Responder::Step Responder::duplicate(Request& r) {
         }
       }
       return Step::kDone;
+    case Operation::kFlush:
+      // Done already: answered again, as a READ of nothing.
+      if (qp_.type == QpType::kXrcRecv && !enter_xrc_srq(h.xrc_srqn)) return Step::kDone;
+      if (flush_allowed(h)) send_read_response(h.bth.psn, 0, 0, 0);
+      return Step::kDone;
     case Operation::kReadRequest:
       if (qp_.type == QpType::kXrcRecv && !enter_xrc_srq(h.xrc_srqn)) return Step::kDone;
       if (qp_.remote_access_ok(h.reth.rkey, h.reth.va, h.reth.dma_len, kAccessRemoteRead))
@@ -158,6 +166,8 @@ Responder::Step Responder::execute(Request& r) {
     case Operation::kReadRequest: return Step::kExecuteRead;
     case Operation::kCompareSwap:
     case Operation::kFetchAdd: return Step::kExecuteAtomic;
+    case Operation::kAtomicWrite: return Step::kExecuteAtomicWrite;
+    case Operation::kFlush: return Step::kExecuteFlush;
     default: return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
   }
 }
@@ -271,6 +281,46 @@ Responder::Step Responder::execute_atomic(Request& r) {
   ++msn_;
   epsn_ = packet::psn_add(h.bth.psn, 1);
   send_atomic_ack(h.bth.psn, orig);
+  return Step::kDone;
+}
+
+Responder::Step Responder::execute_atomic_write(Request& r) {
+  // Annex A19: 8 bytes to an aligned word, placed whole or not at all, with
+  // the rights of a WRITE; acknowledged as one (a repeat writes the same).
+  const packet::Headers& h = r.h;
+  if (h.reth.dma_len != sizeof(uint64_t) || r.payload.bytes.size() != sizeof(uint64_t))
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  if (!qp_.remote_access_ok(h.reth.rkey, h.reth.va, sizeof(uint64_t), kAccessRemoteWrite))
+    return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  // Like the other atomics (IBTA 9.4.5), it addresses an aligned word.
+  if (h.reth.va % sizeof(uint64_t))
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  uint64_t data = 0;
+  std::memcpy(&data, r.payload.bytes.data(), sizeof data);
+  if (!qp_.atomic_write_remote(h.reth.rkey, h.reth.va, data))
+    return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  return Step::kComplete;
+}
+
+bool Responder::flush_allowed(const packet::Headers& h) const {
+  uint32_t access = 0;
+  if (h.feth.placement_type & kFlushGlobal) access |= kAccessFlushGlobal;
+  if (h.feth.placement_type & kFlushPersistent) access |= kAccessFlushPersistent;
+  return qp_.flush_allowed(h.reth.rkey, h.reth.va, h.reth.dma_len,
+                           h.feth.selectivity_level == kFlushMr, access);
+}
+
+Responder::Step Responder::execute_flush(Request& r) {
+  const packet::Headers& h = r.h;
+  if (!flush_placement_valid(h.feth.placement_type) || h.feth.selectivity_level > kFlushMr)
+    return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
+  if (!flush_allowed(h)) return fail(r, aeth::kNakRemoteAccessError, AsyncEventType::kQpAccessErr);
+  // Every earlier request was placed, in order, with stores the CPU makes
+  // visible; the fence orders them before the answer.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ++msn_;
+  epsn_ = packet::psn_add(h.bth.psn, 1);
+  send_read_response(h.bth.psn, 0, 0, 0);
   return Step::kDone;
 }
 

@@ -57,8 +57,9 @@ class Responder {
 
  private:
   enum class Step { kCheckPsn, kOutOfSequence, kDuplicate, kExecute, kExecuteSend,
-                    kExecuteWrite, kExecuteRead, kExecuteAtomic, kComplete, kAcknowledge,
-                    kUcGap, kPullFailed, kError, kDone };
+                    kExecuteWrite, kExecuteRead, kExecuteAtomic, kExecuteAtomicWrite,
+                    kExecuteFlush, kComplete, kAcknowledge, kUcGap, kPullFailed, kError,
+                    kDone };
   // One packet, or a run of them: `h`/`info` are the first packet's (PSN,
   // RETH, AtomicETH), `end`/`end_info` the last one's (ImmDt, solicited,
   // AckReq, whether the message ends); the same for a single packet.
@@ -83,6 +84,10 @@ class Responder {
   Step execute_write(Request& r);
   Step execute_read(Request& r);
   Step execute_atomic(Request& r);
+  Step execute_atomic_write(Request& r);
+  Step execute_flush(Request& r);
+  // Whether a FLUSH may act on what it names (its MR's flush rights).
+  bool flush_allowed(const packet::Headers& h) const;
   Step complete(Request& r);
   Step acknowledge(Request& r);
   Step uc_gap(Request& r);

@@ -48,6 +48,10 @@ struct SendWqe {
   WcStatus status = WcStatus::kSuccess;
   DatagramDestination ud;  // UD only
   uint32_t xrc_remote_srqn = 0;  // XRC initiator only
+  uint64_t atomic_write_data = 0;  // kAtomicWrite (SendRequest says how)
+  uint8_t flush_placement = 0;     // kFlush
+  uint8_t flush_selectivity = 0;
+  uint32_t flush_length = 0;
   // kBindMw: the binding asked for, `rkey` the window's new R_Key. The
   // window is named by its index: it may be gone when the WR executes.
   struct WindowBinding {
@@ -60,7 +64,8 @@ struct SendWqe {
     bool by_verb = false;
   } bind;
 
-  bool is_read() const { return opcode == WrOpcode::kRdmaRead; }
+  // A FLUSH is answered as a READ of nothing, and ordered like one.
+  bool is_read() const { return opcode == WrOpcode::kRdmaRead || opcode == WrOpcode::kFlush; }
   bool is_atomic() const {
     return opcode == WrOpcode::kAtomicCmpSwp || opcode == WrOpcode::kAtomicFetchAdd;
   }

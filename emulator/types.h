@@ -42,6 +42,9 @@ enum Access : uint32_t {
   kAccessRemoteRead = 1u << 2,
   kAccessRemoteAtomic = 1u << 3,
   kAccessMwBind = 1u << 4,  // an MR memory windows may be bound to
+  // FLUSH targets (IBTA annex A19): global visibility, persistence.
+  kAccessFlushGlobal = 1u << 5,
+  kAccessFlushPersistent = 1u << 6,
 };
 
 // A 128-bit GID in network byte order.
@@ -145,6 +148,9 @@ enum class WrOpcode : uint8_t {
   kAtomicCmpSwp,
   kAtomicFetchAdd,
   kSendWithInv,
+  // Memory placement extensions (IBTA annex A19): RC and XRC only.
+  kAtomicWrite,
+  kFlush,
   // Local operations: executed in the send queue's order, no packet.
   kBindMw,
   kLocalInv,
@@ -160,7 +166,16 @@ constexpr bool is_local_operation(WrOpcode op) {
 
 constexpr bool takes_inline_data(WrOpcode op) {
   return op != WrOpcode::kRdmaRead && op != WrOpcode::kAtomicCmpSwp &&
-         op != WrOpcode::kAtomicFetchAdd && !is_local_operation(op);
+         op != WrOpcode::kAtomicFetchAdd && op != WrOpcode::kAtomicWrite &&
+         op != WrOpcode::kFlush && !is_local_operation(op);
+}
+
+// FETH placement types (a set of these bits) and selectivity levels (IBTA
+// annex A19).
+enum FlushPlacement : uint8_t { kFlushGlobal = 1, kFlushPersistent = 2 };
+enum FlushSelectivity : uint8_t { kFlushRange = 0, kFlushMr = 1 };
+constexpr bool flush_placement_valid(uint8_t placement) {
+  return placement != 0 && (placement & ~(kFlushGlobal | kFlushPersistent)) == 0;
 }
 
 enum WrFlags : uint32_t {
@@ -207,6 +222,14 @@ struct SendRequest {
   // kBindMw: the binding; `rkey` is the window's new R_Key. kLocalInv and
   // kSendWithInv: `rkey` is the R_Key to invalidate.
   MwBindRequest bind;
+  // kAtomicWrite: the 8 bytes to place at remote_addr, as they lie in the
+  // application's memory. kFlush: what to make durable (FlushPlacement),
+  // and of what (FlushSelectivity): `flush_length` bytes at remote_addr,
+  // or the whole MR.
+  uint64_t atomic_write_data = 0;
+  uint8_t flush_placement = 0;
+  uint8_t flush_selectivity = 0;
+  uint32_t flush_length = 0;
 };
 
 struct RecvRequest {
@@ -248,6 +271,8 @@ enum class WcOpcode : uint8_t {
   kFetchAdd,
   kBindMw,
   kLocalInv,
+  kAtomicWrite,
+  kFlush,
   kRecv,
   kRecvRdmaWithImm,
 };

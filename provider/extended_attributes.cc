@@ -1,5 +1,7 @@
 #include "provider/extended_attributes.h"
 
+#include "provider/upstream_verbs.h"
+
 namespace softverbs::provider {
 namespace {
 
@@ -23,7 +25,8 @@ constexpr uint64_t kUcSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_I
                                 IBV_QP_EX_WITH_LOCAL_INV;
 constexpr uint64_t kRcSendOps = kUcSendOps | IBV_QP_EX_WITH_SEND_WITH_INV |
                                 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                IBV_QP_EX_WITH_ATOMIC_WRITE | kIbvQpExWithFlush;
 constexpr uint64_t kUdSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 
 bool is_zero_hash(const ibv_rx_hash_conf& conf) {

@@ -129,6 +129,9 @@ struct SoftQp {
     ibv_qp_ex ibv_ex;
     ibv_qp ibv;
   };
+  // The member rdma-core 47 added to struct ibv_qp_ex after wr_atomic_write
+  // (upstream_verbs.h): right behind it, where newer programs look.
+  void (*wr_flush)(ibv_qp_ex*, uint32_t, uint64_t, size_t, uint8_t, uint8_t) = nullptr;
   // Shared by the handles of an XRC target QP (ibv_open_qp); one owner
   // for every other QP.
   std::shared_ptr<Qp> qp;

@@ -3,6 +3,7 @@
 #include <span>
 
 #include "provider/exports.h"
+#include "provider/upstream_verbs.h"
 
 namespace softverbs::provider {
 namespace {
@@ -92,6 +93,19 @@ void wr_atomic_fetch_add(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, ui
         [&](ibv_send_wr& wr) { wr.wr.atomic = {remote_addr, add, 0, rkey}; });
 }
 
+void wr_atomic_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, const void* data) {
+  set(qpx, [&](SendWrBatch& batch) {
+    batch.add_atomic_write(qpx->wr_id, qpx->wr_flags, rkey, remote_addr, data);
+  });
+}
+
+void wr_flush(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, size_t length, uint8_t type,
+              uint8_t level) {
+  set(qpx, [&](SendWrBatch& batch) {
+    batch.add_flush(qpx->wr_id, qpx->wr_flags, rkey, remote_addr, length, type, level);
+  });
+}
+
 void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) {
   const ibv_sge sge{addr, length, lkey};
   set(qpx, [&](SendWrBatch& batch) { batch.set_sge_list(&sge, 1); });
@@ -150,6 +164,12 @@ Fn* pick(uint64_t send_ops, uint64_t op, Fn* builder, Fn* refuser) {
 
 }  // namespace
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(SoftQp, wr_flush) == kWrFlushOffset,
+              "wr_flush must follow struct ibv_qp_ex as in rdma-core 47");
+#pragma GCC diagnostic pop
+
 void install_send_wr_builders(SoftQp& qp, uint64_t send_ops) {
   ibv_qp_ex& x = qp.ibv_ex;
   x.comp_mask = 0;
@@ -171,7 +191,11 @@ void install_send_wr_builders(SoftQp& qp, uint64_t send_ops) {
   x.wr_local_inv = pick(send_ops, IBV_QP_EX_WITH_LOCAL_INV, wr_local_inv, refuse<uint32_t>);
   // No TSO or atomic write on a soft QP yet.
   x.wr_send_tso = refuse<void*, uint16_t, uint16_t>;
-  x.wr_atomic_write = refuse<uint32_t, uint64_t, const void*>;
+  x.wr_atomic_write = pick(send_ops, IBV_QP_EX_WITH_ATOMIC_WRITE, wr_atomic_write,
+                           refuse<uint32_t, uint64_t, const void*>);
+  // Past Debian 12's struct ibv_qp_ex, where rdma-core 47 put wr_flush.
+  qp.wr_flush = pick(send_ops, kIbvQpExWithFlush, wr_flush,
+                     refuse<uint32_t, uint64_t, size_t, uint8_t, uint8_t>);
 
   x.wr_set_sge = wr_set_sge;
   x.wr_set_sge_list = wr_set_sge_list;

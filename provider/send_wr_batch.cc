@@ -35,6 +35,37 @@ ibv_send_wr& SendWrBatch::add(ibv_wr_opcode opcode, uint64_t wr_id, unsigned int
   return pending.wr;
 }
 
+void SendWrBatch::add_atomic_write(uint64_t wr_id, unsigned int send_flags, uint32_t rkey,
+                                   uint64_t remote_addr, const void* data) {
+  ibv_send_wr& wr = add(IBV_WR_ATOMIC_WRITE, wr_id, send_flags & ~IBV_SEND_INLINE);
+  wr.wr.rdma = {remote_addr, rkey};
+  PendingWr& pending = wrs_.back();
+  if (!data) return fail(EINVAL);
+  pending.has_inline_data = true;  // the copy, as the WR's one SGE
+  pending.inline_offset = static_cast<uint32_t>(inline_bytes_.size());
+  pending.inline_length = sizeof(uint64_t);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  inline_bytes_.insert(inline_bytes_.end(), bytes, bytes + sizeof(uint64_t));
+}
+
+void SendWrBatch::add_flush(uint64_t wr_id, unsigned int send_flags, uint32_t rkey,
+                            uint64_t remote_addr, uint64_t length, uint8_t placement,
+                            uint8_t selectivity) {
+  add(IBV_WR_RDMA_READ, wr_id, send_flags);  // a placeholder no translation reads
+  PendingWr& pending = wrs_.back();
+  pending.flush = true;
+  SendRequest& r = pending.flush_request;
+  r.wr_id = wr_id;
+  r.opcode = WrOpcode::kFlush;
+  r.flags = send_flags_from_ibv(send_flags & ~IBV_SEND_INLINE);
+  r.rkey = rkey;
+  r.remote_addr = remote_addr;
+  r.flush_placement = placement;
+  r.flush_selectivity = selectivity;
+  if (length > UINT32_MAX) return fail(EINVAL);  // a RETH's DMA length is 32 bits
+  r.flush_length = static_cast<uint32_t>(length);
+}
+
 SendWrBatch::PendingWr* SendWrBatch::last() {
   if (wrs_.empty()) {
     fail(EINVAL);  // a setter before any builder
@@ -125,6 +156,12 @@ Errno SendWrBatch::translate(std::span<const SendRequest>& requests, const ibv_q
     ibv_sge inline_sge;
     const ibv_send_wr wr = view_of(wrs_[i], inline_sge);
     const SendWrRoom room{sge_room_.data() + sge_at, inline_room_.data() + inline_at};
+    if (wrs_[i].flush) {
+      requests_[i] = wrs_[i].flush_request;
+      if (qp && qp->qp_type == IBV_QPT_XRC_SEND)
+        requests_[i].xrc_remote_srqn = wr.qp_type.xrc.remote_srqn;
+      continue;
+    }
     if (Errno err = translate_send_wr(wr, room, requests_[i], qp)) return err;
     sge_at += requests_[i].sges.size();
     inline_at += requests_[i].inline_data.size();

@@ -37,6 +37,13 @@ class SendWrBatch {
   // --- builders: each starts a WR; the caller fills its opcode's fields
   // (wr.rdma, wr.atomic, imm_data / invalidate_rkey) in the returned WR.
   ibv_send_wr& add(ibv_wr_opcode opcode, uint64_t wr_id, unsigned int send_flags);
+  // An ATOMIC WRITE of the 8 bytes at `data`, copied now: the WR carries
+  // them as its one SGE, as ibv_post_send takes them.
+  void add_atomic_write(uint64_t wr_id, unsigned int send_flags, uint32_t rkey,
+                        uint64_t remote_addr, const void* data);
+  // A FLUSH (ibv_wr_flush), which no ibv_send_wr can express.
+  void add_flush(uint64_t wr_id, unsigned int send_flags, uint32_t rkey, uint64_t remote_addr,
+                 uint64_t length, uint8_t placement, uint8_t selectivity);
 
   // --- setters: they apply to the last WR added (EINVAL without one).
   void set_sge_list(const ibv_sge* list, size_t count);
@@ -61,6 +68,8 @@ class SendWrBatch {
     bool has_inline_data = false;  // set_inline_data: inline_offset/length
     uint32_t inline_offset = 0;
     uint32_t inline_length = 0;
+    bool flush = false;  // add_flush: the rest of the WR is in `flush_request`
+    SendRequest flush_request;
   };
   PendingWr* last();  // nullptr (and EINVAL recorded) without a WR
   // The WR as ibv_post_send would take it, its SGEs valid while the batch is.

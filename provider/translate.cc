@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstring>
 
+#include "provider/upstream_verbs.h"
+
 namespace softverbs::provider {
 namespace {
 
@@ -15,9 +17,6 @@ int saturate(uint64_t value) {
 
 // IsSMdisabled of the IBTA PortInfo CapabilityMask; verbs.h has no name for it.
 constexpr uint32_t kPortIsSmDisabled = 1u << 10;
-// Flush access (rdma-core 45 and later); no soft MR can be flushed.
-constexpr unsigned int kAccessFlushGlobal = 1u << 8;
-constexpr unsigned int kAccessFlushPersistent = 1u << 9;
 
 constexpr uint32_t kKnownQpAttrMask =
     IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY |
@@ -124,6 +123,8 @@ uint32_t to_ibv_odp_operations(uint32_t ops) {
   if (ops & kOdpRead) out |= IBV_ODP_SUPPORT_READ;
   if (ops & kOdpAtomic) out |= IBV_ODP_SUPPORT_ATOMIC;
   if (ops & kOdpSrqRecv) out |= IBV_ODP_SUPPORT_SRQ_RECV;
+  if (ops & kOdpFlush) out |= kIbvOdpSupportFlush;
+  if (ops & kOdpAtomicWrite) out |= kIbvOdpSupportAtomicWrite;
   return out;
 }
 
@@ -143,6 +144,8 @@ void to_ibv_device_attr_ex(const DeviceAttributes& in, ibv_device_attr_ex& out) 
   std::memset(&out, 0, sizeof(out));
   to_ibv_device_attr(in, out.orig_attr);
   out.device_cap_flags_ex = out.orig_attr.device_cap_flags;
+  if (in.cap_atomic_write) out.device_cap_flags_ex |= kIbvDeviceAtomicWrite;
+  if (in.cap_flush_global) out.device_cap_flags_ex |= kIbvDeviceFlushGlobal;
   out.phys_port_cnt_ex = in.phys_port_cnt;
   out.completion_timestamp_mask = in.completion_timestamp_mask;
   out.hca_core_clock = in.hca_core_clock_khz;
@@ -313,6 +316,8 @@ ibv_wc_opcode to_ibv_wc_opcode(WcOpcode opcode) {
     case WcOpcode::kFetchAdd: return IBV_WC_FETCH_ADD;
     case WcOpcode::kBindMw: return IBV_WC_BIND_MW;
     case WcOpcode::kLocalInv: return IBV_WC_LOCAL_INV;
+    case WcOpcode::kAtomicWrite: return IBV_WC_ATOMIC_WRITE;
+    case WcOpcode::kFlush: return static_cast<ibv_wc_opcode>(kIbvWcFlush);
     case WcOpcode::kRecv: return IBV_WC_RECV;
     case WcOpcode::kRecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
   }
@@ -352,6 +357,8 @@ uint32_t qp_access_from_ibv(unsigned int ibv_access) {
   if (ibv_access & IBV_ACCESS_REMOTE_WRITE) access |= kAccessRemoteWrite;
   if (ibv_access & IBV_ACCESS_REMOTE_READ) access |= kAccessRemoteRead;
   if (ibv_access & IBV_ACCESS_REMOTE_ATOMIC) access |= kAccessRemoteAtomic;
+  if (ibv_access & kIbvAccessFlushGlobal) access |= kAccessFlushGlobal;
+  if (ibv_access & kIbvAccessFlushPersistent) access |= kAccessFlushPersistent;
   return access;
 }
 
@@ -362,19 +369,21 @@ unsigned int access_to_ibv(uint32_t access) {
   if (access & kAccessRemoteRead) out |= IBV_ACCESS_REMOTE_READ;
   if (access & kAccessRemoteAtomic) out |= IBV_ACCESS_REMOTE_ATOMIC;
   if (access & kAccessMwBind) out |= IBV_ACCESS_MW_BIND;
+  if (access & kAccessFlushGlobal) out |= kIbvAccessFlushGlobal;
+  if (access & kAccessFlushPersistent) out |= kIbvAccessFlushPersistent;
   return out;
 }
 
 Errno mr_access_from_ibv(unsigned int ibv_access, uint32_t& out) {
   // Optional bits are hints a device may ignore (IBV_ACCESS_OPTIONAL_RANGE).
   const unsigned int access = ibv_access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
-  constexpr unsigned int kUnsupported = IBV_ACCESS_HUGETLB | kAccessFlushGlobal |
-                                        kAccessFlushPersistent;
+  // No soft MR is persistent memory: a flush to persistence has no target.
+  constexpr unsigned int kUnsupported = IBV_ACCESS_HUGETLB | kIbvAccessFlushPersistent;
   // How the MR is addressed and paged, not rights: the caller reads them.
   constexpr unsigned int kLayout = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND;
   constexpr unsigned int kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                                      IBV_ACCESS_MW_BIND | kLayout;
+                                      IBV_ACCESS_MW_BIND | kIbvAccessFlushGlobal | kLayout;
   if (access & ~(kSupported | kUnsupported)) return EINVAL;
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE))
@@ -523,7 +532,9 @@ Errno from_ibv_wr_opcode(int opcode, WrOpcode& out) {
     case IBV_WR_SEND_WITH_INV: out = WrOpcode::kSendWithInv; return 0;
     case IBV_WR_BIND_MW: out = WrOpcode::kBindMw; return 0;
     case IBV_WR_LOCAL_INV: out = WrOpcode::kLocalInv; return 0;
-    default: return EINVAL;  // TSO, DRIVER1, ATOMIC_WRITE, FLUSH
+    case IBV_WR_ATOMIC_WRITE: out = WrOpcode::kAtomicWrite; return 0;
+    // TSO, DRIVER1, and FLUSH, which no ibv_send_wr can carry (ibv_wr_flush).
+    default: return EINVAL;
   }
 }
 
@@ -574,6 +585,17 @@ Errno from_ibv_send_wr(const ibv_send_wr& in, SendRequest& out) {
     case WrOpcode::kBindMw:
       out.rkey = in.bind_mw.rkey;  // the rest needs the objects: translate_window_binding
       break;
+    case WrOpcode::kAtomicWrite:
+      // The 8 bytes are those of its one SGE, read at post time.
+      if (in.num_sge != 1 || !in.sg_list || in.sg_list[0].length != sizeof(uint64_t) ||
+          !in.sg_list[0].addr)
+        return EINVAL;
+      out.remote_addr = in.wr.rdma.remote_addr;
+      out.rkey = in.wr.rdma.rkey;
+      std::memcpy(&out.atomic_write_data, reinterpret_cast<const void*>(in.sg_list[0].addr),
+                  sizeof(uint64_t));
+      break;
+    case WrOpcode::kFlush: return EINVAL;  // from ibv_wr_flush only
   }
   return 0;
 }

@@ -47,25 +47,30 @@ TEST(DeviceAttrEx, CarriesTheOriginalAndThePortCount) {
   ibv_device_attr_ex out;
   to_ibv_device_attr_ex(in, out);
   EXPECT_EQ(out.phys_port_cnt_ex, 1u);
-  EXPECT_EQ(out.device_cap_flags_ex, out.orig_attr.device_cap_flags);
+  // The 32 bits of the original, and above them the memory placement
+  // extensions' bits (IB_UVERBS_DEVICE_ATOMIC_WRITE, _FLUSH_GLOBAL).
+  EXPECT_EQ(out.device_cap_flags_ex & 0xffffffffu, out.orig_attr.device_cap_flags);
+  EXPECT_EQ(out.device_cap_flags_ex >> 32, (1u << 8) | (1u << 6));
   EXPECT_EQ(out.odp_caps.general_caps, uint64_t{IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT});
 }
 
 // What each transport has, and nothing it lacks: UC no READ or atomics, UD
-// only SEND (IBTA 9.8.2, 9.8.3).
+// only SEND (IBTA 9.8.2, 9.8.3); FLUSH (1 << 6) and ATOMIC WRITE (1 << 7)
+// on RC and XRC.
 TEST(DeviceAttrEx, OdpCapsFollowEachTransport) {
   DeviceAttributes in;
   ibv_device_attr_ex out;
   to_ibv_device_attr_ex(in, out);
   const auto& t = out.odp_caps.per_transport_caps;
   constexpr uint32_t kSends = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  constexpr uint32_t kPlacement = (1u << 6) | (1u << 7);
   EXPECT_EQ(t.rc_odp_caps, kSends | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
-                               IBV_ODP_SUPPORT_ATOMIC);
+                               IBV_ODP_SUPPORT_ATOMIC | kPlacement);
   EXPECT_EQ(t.uc_odp_caps, kSends | IBV_ODP_SUPPORT_WRITE);
   EXPECT_EQ(t.ud_odp_caps, kSends);
   EXPECT_EQ(out.xrc_odp_caps, uint32_t{IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE |
                                        IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
-                                       IBV_ODP_SUPPORT_SRQ_RECV});
+                                       IBV_ODP_SUPPORT_SRQ_RECV | kPlacement});
 }
 
 TEST(PortAttr, InfiniBandPort) {
@@ -318,12 +323,37 @@ TEST(SendWr, AtomicFields) {
 
 TEST(SendWr, OpcodesWithoutSoftSupportAreInvalid) {
   SendRequest out;
-  const int opcodes[] = {IBV_WR_TSO, IBV_WR_DRIVER1, IBV_WR_ATOMIC_WRITE, 200};
+  // IBV_WR_FLUSH (14) has no ibv_send_wr form: ibv_wr_flush only.
+  const int opcodes[] = {IBV_WR_TSO, IBV_WR_DRIVER1, 14, 200};
   for (int opcode : opcodes) {
     ibv_send_wr in{};
     in.opcode = static_cast<ibv_wr_opcode>(opcode);
     EXPECT_EQ(from_ibv_send_wr(in, out), EINVAL) << opcode;
   }
+}
+
+// An ATOMIC WRITE's 8 bytes are those its one 8-byte SGE points at, read
+// when it is posted; any other gather list is invalid.
+TEST(SendWr, AtomicWriteTakesTheEightBytesOfItsSge) {
+  const uint64_t value = 0x0123456789abcdefull;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(&value), sizeof value, 7};
+  ibv_send_wr in{};
+  in.opcode = IBV_WR_ATOMIC_WRITE;
+  in.wr.rdma.remote_addr = 0x3000;
+  in.wr.rdma.rkey = 11;
+  in.sg_list = &sge;
+  in.num_sge = 1;
+  SendRequest out;
+  ASSERT_EQ(from_ibv_send_wr(in, out), 0);
+  EXPECT_EQ(out.opcode, WrOpcode::kAtomicWrite);
+  EXPECT_EQ(out.remote_addr, 0x3000u);
+  EXPECT_EQ(out.rkey, 11u);
+  EXPECT_EQ(out.atomic_write_data, value);
+  sge.length = 4;
+  EXPECT_EQ(from_ibv_send_wr(in, out), EINVAL) << "4 bytes";
+  sge.length = 8;
+  in.num_sge = 0;
+  EXPECT_EQ(from_ibv_send_wr(in, out), EINVAL) << "no SGE";
 }
 
 // The keys of the memory window operations come from their own fields.
