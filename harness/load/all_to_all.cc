@@ -25,7 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/load/rc_connect.h"
 #include "harness/load/rendezvous.h"
+#include "harness/load/shm_leftovers.h"
 
 namespace softverbs::load {
 namespace {
@@ -122,39 +124,13 @@ class Participant {
 
   bool connect(ibv_qp* qp, uint32_t peer) {
     const Endpoint& remote = r_.endpoints[peer];
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return fail("INIT");
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = mtu_;
-    a.dest_qp_num = remote.qpn_toward[self_];
-    a.rq_psn = 1;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.dlid = remote.lid;
-    if (remote.lid == 0) {  // RoCE: by GID
-      a.ah_attr.is_global = 1;
-      std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid, sizeof remote.gid);
-      a.ah_attr.grh.hop_limit = 64;
+    const char* step = nullptr;
+    // 1 s: a busy two-core host must not look like a lost packet.
+    if (int err = connect_rc(qp, mtu_, {remote.lid, remote.gid, remote.qpn_toward[self_]}, 18,
+                             step)) {
+      errno = err;
+      return fail(step);
     }
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return fail("RTR");
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 1;
-    a.timeout = 18;  // 1 s: a busy two-core host must not look like a lost packet
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-      return fail("RTS");
     return true;
   }
 
@@ -319,19 +295,6 @@ int run_mesh(const Options& o, Rendezvous& rendezvous) {
   return failures;
 }
 
-// Under softverbs: the segments of SOFTVERBS_SHM_PREFIX still in /dev/shm
-// once every process has ended (none, when each closed its device).
-std::vector<std::string> leftover_segments() {
-  const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX");
-  if (!prefix || !*prefix) return {};
-  const std::string stem = std::string(prefix) + "-" + std::to_string(getuid()) + "-";
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec))
-    if (entry.path().filename().string().rfind(stem, 0) == 0) found.push_back(entry.path());
-  return found;
-}
-
 }  // namespace
 }  // namespace softverbs::load
 
@@ -357,7 +320,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long>(messages), options.size, seconds, messages / seconds,
               failures == 0 ? "all arrived intact" : "FAILED");
   if (failures) std::fprintf(stderr, "%d of %u processes failed\n", failures, options.processes);
-  const std::vector<std::string> leftovers = leftover_segments();
+  const std::vector<std::string> leftovers = shm_segments();
   for (const std::string& path : leftovers) std::fprintf(stderr, "left in /dev/shm: %s\n", path.c_str());
   return failures == 0 && leftovers.empty() ? 0 : 1;
 }

@@ -24,6 +24,11 @@ struct Rendezvous {
   std::atomic<uint32_t> arrived{0};
   std::atomic<uint32_t> failed{0};
   Endpoint endpoints[kMaxProcesses];
+  // Pairs of processes that come and go: endpoints[i] is filled in once
+  // published[i] holds the generation its process was started for.
+  std::atomic<uint32_t> published[kMaxProcesses] = {};
+  // Set by the parent: processes that run until told stop now.
+  std::atomic<bool> stop{false};
 
   // Made before fork(): every child sees the same memory.
   static Rendezvous* create() {

@@ -1,0 +1,32 @@
+// What a load run leaves in /dev/shm: under softverbs, the segments of
+// SOFTVERBS_SHM_PREFIX once every process has ended (none, when the last
+// one to leave cleaned up after the others, killed ones included).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace softverbs::load {
+
+// "PREFIX-UID-", or "" when SOFTVERBS_SHM_PREFIX is not set.
+inline std::string shm_stem() {
+  const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX");
+  if (!prefix || !*prefix) return {};
+  return std::string(prefix) + "-" + std::to_string(geteuid()) + "-";
+}
+
+inline std::vector<std::string> shm_segments() {
+  const std::string stem = shm_stem();
+  if (stem.empty()) return {};
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec))
+    if (entry.path().filename().string().rfind(stem, 0) == 0) found.push_back(entry.path());
+  return found;
+}
+
+}  // namespace softverbs::load
