@@ -207,7 +207,7 @@ class ShmRegistry {
   pid_t attached_pid_ = 0;
   // The registry lock's part within this process (shm_registry_access.h),
   // and how long a caller waits for the lock before ETIMEDOUT.
-  mutable std::timed_mutex local_lock_;
+  mutable std::mutex local_lock_;
   std::chrono::milliseconds lock_deadline_{kLockDeadline};
 };
 
