@@ -111,7 +111,7 @@ void scribble_once(const Options& o, std::mt19937_64& random, ScribbleCounts& co
 }
 
 pid_t start_side(const Options& o, Rendezvous& r, uint32_t self, uint32_t peer,
-                 uint32_t generation, uint64_t messages) {
+                 uint32_t generation, uint64_t messages, uint8_t qp_timeout) {
   const pid_t child = fork();
   if (child != 0) return child;
   PairConfig c;
@@ -121,7 +121,7 @@ pid_t start_side(const Options& o, Rendezvous& r, uint32_t self, uint32_t peer,
   c.generation = generation;
   c.size = o.size;
   c.messages = messages;
-  c.qp_timeout = 14;  // 67 ms: a frame the scribbler spoiled is soon sent again
+  c.qp_timeout = qp_timeout;
   c.deadline = std::chrono::seconds(o.seconds + 60);
   PairOutcome outcome;
   uint64_t sent = 0, received = 0;
@@ -178,8 +178,9 @@ int run(const Options& o) {
   if (!r) return 1;
   std::vector<pid_t> sides;
   for (uint32_t p = 0; p < o.pairs; ++p) {
-    sides.push_back(start_side(o, *r, 2 * p, 2 * p + 1, 1, 0));
-    sides.push_back(start_side(o, *r, 2 * p + 1, 2 * p, 1, 0));
+    // 67 ms ACK timeout: a frame the scribbler spoiled is soon sent again.
+    sides.push_back(start_side(o, *r, 2 * p, 2 * p + 1, 1, 0, 14));
+    sides.push_back(start_side(o, *r, 2 * p + 1, 2 * p, 1, 0, 14));
   }
   const pid_t scribbler = fork();
   if (scribbler == 0) scribbler_process(o, *r);
@@ -205,8 +206,10 @@ int run(const Options& o) {
   // A fresh pair, after every victim has gone: it must be untouched by
   // whatever the scribbler left.
   const uint32_t a = 2 * o.pairs, b = a + 1;
-  const pid_t fresh_a = start_side(o, *r, a, b, 2, 2000);
-  const pid_t fresh_b = start_side(o, *r, b, a, 2, 2000);
+  // 1 s: nothing spoils its frames, and a slow (sanitizer) build must not
+  // look like loss.
+  const pid_t fresh_a = start_side(o, *r, a, b, 2, 2000, 18);
+  const pid_t fresh_b = start_side(o, *r, b, a, 2, 2000, 18);
   const auto fresh_deadline = Clock::now() + std::chrono::seconds(60);
   const int status_a = wait_until(fresh_a, fresh_deadline);
   const int status_b = wait_until(fresh_b, fresh_deadline);
