@@ -17,6 +17,7 @@
 
 #include "emulator/device_config.h"
 #include "emulator/hca.h"
+#include "provider/upstream_verbs.h"
 #include "provider/send_wr_batch.h"
 
 namespace softverbs::provider {
@@ -131,7 +132,7 @@ struct SoftQp {
   };
   // The member rdma-core 47 added to struct ibv_qp_ex after wr_atomic_write
   // (upstream_verbs.h): right behind it, where newer programs look.
-  void (*wr_flush)(ibv_qp_ex*, uint32_t, uint64_t, size_t, uint8_t, uint8_t) = nullptr;
+  WrFlushFunction wr_flush = nullptr;
   // Shared by the handles of an XRC target QP (ibv_open_qp); one owner
   // for every other QP.
   std::shared_ptr<Qp> qp;

@@ -18,7 +18,6 @@ inline constexpr unsigned kIbvAccessFlushGlobal = 1u << 8;      // IBV_ACCESS_FL
 inline constexpr unsigned kIbvAccessFlushPersistent = 1u << 9;  // IBV_ACCESS_FLUSH_PERSISTENT
 // ibv_device_attr_ex::device_cap_flags_ex (IB_UVERBS_DEVICE_*).
 inline constexpr uint64_t kIbvDeviceFlushGlobal = 1ull << 38;
-inline constexpr uint64_t kIbvDeviceFlushPersistent = 1ull << 39;
 inline constexpr uint64_t kIbvDeviceAtomicWrite = 1ull << 40;
 // ibv_odp_caps transport bits.
 inline constexpr uint32_t kIbvOdpSupportFlush = 1u << 6;
