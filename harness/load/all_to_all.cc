@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/load/processes.h"
 #include "harness/load/rc_connect.h"
 #include "harness/load/rendezvous.h"
 #include "harness/load/shm_leftovers.h"
@@ -77,11 +78,7 @@ class Participant {
   }
 
   bool open() {
-    int count = 0;
-    ibv_device** list = ibv_get_device_list(&count);
-    for (int i = 0; list && i < count && !context_; ++i)
-      if (o_.device == ibv_get_device_name(list[i])) context_ = ibv_open_device(list[i]);
-    if (list) ibv_free_device_list(list);
+    context_ = open_device_named(o_.device);
     if (!context_) return fail("no such device, or it did not open");
     ibv_port_attr port{};
     if (ibv_query_port(context_, 1, &port) != 0) return fail("ibv_query_port");

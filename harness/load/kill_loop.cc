@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include <infiniband/verbs.h>
 
 #include "harness/load/pair_traffic.h"
+#include "harness/load/processes.h"
 #include "harness/load/shm_leftovers.h"
 
 namespace softverbs::load {
@@ -42,12 +44,7 @@ struct Options {
 // detach), until it is killed.
 [[noreturn]] void churn_objects(const std::string& device) {
   for (;;) {
-    int count = 0;
-    ibv_device** list = ibv_get_device_list(&count);
-    ibv_context* context = nullptr;
-    for (int i = 0; list && i < count && !context; ++i)
-      if (device == ibv_get_device_name(list[i])) context = ibv_open_device(list[i]);
-    if (list) ibv_free_device_list(list);
+    ibv_context* context = open_device_named(device);
     if (!context) _exit(3);
     ibv_pd* pd = ibv_alloc_pd(context);
     ibv_cq* cq = pd ? ibv_create_cq(context, 8, nullptr, nullptr, 0) : nullptr;
@@ -71,8 +68,6 @@ struct Options {
 
 pid_t start_side(const Options& o, Rendezvous& r, uint32_t self, uint32_t peer,
                  uint32_t generation, uint64_t messages, uint8_t qp_timeout, int deadline_s) {
-  const pid_t child = fork();
-  if (child != 0) return child;
   PairConfig c;
   c.device = o.device;
   c.self = self;
@@ -82,12 +77,7 @@ pid_t start_side(const Options& o, Rendezvous& r, uint32_t self, uint32_t peer,
   c.messages = messages;
   c.qp_timeout = qp_timeout;
   c.deadline = std::chrono::seconds(deadline_s);
-  PairOutcome outcome;
-  {
-    PairTraffic traffic(c, r);
-    outcome = traffic.run();
-  }
-  std::exit(static_cast<int>(outcome));  // not _exit: the library cleans up as a program's does
+  return fork_side(c, r, /*report=*/false);
 }
 
 // A process still to be reaped, and what it may end as.
@@ -160,26 +150,24 @@ class KillLoop {
   // Reaps what has ended (`all`: waits for everything, killing at deadlines).
   void reap(bool all) {
     for (size_t i = 0; i < pending_.size();) {
-      Pending& p = pending_[i];
-      int status = 0;
-      pid_t done = waitpid(p.pid, &status, WNOHANG);
-      while (all && done == 0) {
-        if (Clock::now() > p.deadline) {
-          kill(p.pid, SIGKILL);
-          waitpid(p.pid, &status, 0);
+      const Pending& p = pending_[i];
+      std::optional<int> status;
+      if (all) {
+        status = wait_until(p.pid, p.deadline);
+        if (!status) {
           std::fprintf(stderr, "a %s hung: killed at its deadline\n", p.what);
           ok_ = false;
-          done = -1;
-          break;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        done = waitpid(p.pid, &status, WNOHANG);
+      } else {
+        int raw = 0;
+        const pid_t done = waitpid(p.pid, &raw, WNOHANG);
+        if (done == 0) {
+          ++i;
+          continue;
+        }
+        if (done > 0) status = raw;
       }
-      if (done == 0) {
-        ++i;
-        continue;
-      }
-      if (done > 0) judge(p, status);
+      if (status) judge(p, *status);
       pending_.erase(pending_.begin() + static_cast<long>(i));
     }
   }
@@ -246,11 +234,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: kill_loop [--seconds S] [--seed N] [--size BYTES] [--device NAME]\n");
     return 2;
   }
-  if (shm_stem().empty()) {
-    std::fprintf(stderr, "kill_loop: set SOFTVERBS_SHM_PREFIX to a name of this run's own, so "
-                         "that what it leaves in /dev/shm can be told from other runs'\n");
+  if (!require_own_shm_prefix("kill_loop", ", so that what it leaves in /dev/shm can be told "
+                                           "from other runs'"))
     return 2;
-  }
   setvbuf(stdout, nullptr, _IOLBF, 0);
   Rendezvous* rendezvous = Rendezvous::create();
   if (!rendezvous) return 1;

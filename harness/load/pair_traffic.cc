@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "harness/load/processes.h"
 #include "harness/load/rc_connect.h"
 
 namespace softverbs::load {
@@ -50,11 +51,7 @@ bool PairTraffic::verb_failed(const char* what, int err) {
 }
 
 bool PairTraffic::open() {
-  int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
-  for (int i = 0; list && i < count && !context_; ++i)
-    if (c_.device == ibv_get_device_name(list[i])) context_ = ibv_open_device(list[i]);
-  if (list) ibv_free_device_list(list);
+  context_ = open_device_named(c_.device);
   if (!context_) return verb_failed("ibv_open_device", errno ? errno : ENODEV);
   ibv_port_attr port{};
   if (int err = ibv_query_port(context_, 1, &port)) return verb_failed("ibv_query_port", err);
@@ -206,6 +203,22 @@ bool PairTraffic::check_message(const ibv_wc& wc) {
   }
   ++received_;
   return true;
+}
+
+pid_t fork_side(const PairConfig& config, Rendezvous& rendezvous, bool report) {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  PairOutcome outcome;
+  {
+    PairTraffic traffic(config, rendezvous);
+    outcome = traffic.run();
+    if (report)
+      std::printf("side %u: %s, %lu sent, %lu received\n", config.self, outcome_name(outcome),
+                  static_cast<unsigned long>(traffic.sent()),
+                  static_cast<unsigned long>(traffic.received()));
+  }
+  std::fflush(stdout);
+  std::exit(static_cast<int>(outcome));  // not _exit: the library cleans up as a program's does
 }
 
 void PairTraffic::release() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -82,5 +83,9 @@ class PairTraffic {
   uint64_t sent_ = 0, send_done_ = 0, received_ = 0;
   bool end_posted_ = false, end_done_ = false, peer_ended_ = false;
 };
+
+// Forks a process that runs one side and exits with its PairOutcome; with
+// `report` it prints the outcome and the message counts first.
+pid_t fork_side(const PairConfig& config, Rendezvous& rendezvous, bool report);
 
 }  // namespace softverbs::load

@@ -13,7 +13,6 @@
 // The prefix is required: the scribbler writes into every segment of it,
 // and must never reach another run's.
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,12 +22,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "harness/load/pair_traffic.h"
+#include "harness/load/processes.h"
 #include "harness/load/shm_leftovers.h"
 
 namespace softverbs::load {
@@ -112,8 +113,6 @@ void scribble_once(const Options& o, std::mt19937_64& random, ScribbleCounts& co
 
 pid_t start_side(const Options& o, Rendezvous& r, uint32_t self, uint32_t peer,
                  uint32_t generation, uint64_t messages, uint8_t qp_timeout) {
-  const pid_t child = fork();
-  if (child != 0) return child;
   PairConfig c;
   c.device = o.device;
   c.self = self;
@@ -123,33 +122,14 @@ pid_t start_side(const Options& o, Rendezvous& r, uint32_t self, uint32_t peer,
   c.messages = messages;
   c.qp_timeout = qp_timeout;
   c.deadline = std::chrono::seconds(o.seconds + 60);
-  PairOutcome outcome;
-  uint64_t sent = 0, received = 0;
-  {
-    PairTraffic traffic(c, r);
-    outcome = traffic.run();
-    sent = traffic.sent();
-    received = traffic.received();
-  }
-  std::printf("side %u: %s, %lu sent, %lu received\n", self, outcome_name(outcome),
-              static_cast<unsigned long>(sent), static_cast<unsigned long>(received));
-  std::fflush(stdout);
-  std::exit(static_cast<int>(outcome));  // not _exit: the library cleans up as a program's does
+  return fork_side(c, r, /*report=*/true);
 }
 
-// Waits for `pid` until `deadline`, then kills it: its exit status, or -1
-// when it had to be killed.
-int wait_until(pid_t pid, Clock::time_point deadline) {
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+// A child's exit code, or -1 when it was killed (at the deadline or by a
+// signal).
+int exit_code_by(pid_t pid, Clock::time_point deadline) {
+  const std::optional<int> status = wait_until(pid, deadline);
+  return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
 }
 
 bool acceptable(int status) {
@@ -186,13 +166,13 @@ int run(const Options& o) {
   if (scribbler == 0) scribbler_process(o, *r);
   std::this_thread::sleep_for(std::chrono::seconds(o.seconds));
   r->stop.store(true);
-  const int scribbled = wait_until(scribbler, Clock::now() + std::chrono::seconds(10));
+  const int scribbled = exit_code_by(scribbler, Clock::now() + std::chrono::seconds(10));
   bool ok = scribbled == 0;
   if (!ok) std::fprintf(stderr, "the scribbler wrote nothing (status %d)\n", scribbled);
   uint32_t intact = 0;
   const auto deadline = Clock::now() + std::chrono::seconds(90);
   for (pid_t side : sides) {
-    const int status = wait_until(side, deadline);
+    const int status = exit_code_by(side, deadline);
     if (status == 0) ++intact;
     if (!acceptable(status)) {
       std::fprintf(stderr, "a side ended %s\n",
@@ -211,8 +191,8 @@ int run(const Options& o) {
   const pid_t fresh_a = start_side(o, *r, a, b, 2, 2000, 18);
   const pid_t fresh_b = start_side(o, *r, b, a, 2, 2000, 18);
   const auto fresh_deadline = Clock::now() + std::chrono::seconds(60);
-  const int status_a = wait_until(fresh_a, fresh_deadline);
-  const int status_b = wait_until(fresh_b, fresh_deadline);
+  const int status_a = exit_code_by(fresh_a, fresh_deadline);
+  const int status_b = exit_code_by(fresh_b, fresh_deadline);
   if (status_a != 0 || status_b != 0) {
     std::fprintf(stderr, "the fresh pair did not run intact (%d, %d)\n", status_a, status_b);
     ok = false;
@@ -237,12 +217,8 @@ int main(int argc, char** argv) {
                  "[--seed N] [--size BYTES] [--device NAME]\n");
     return 2;
   }
-  if (shm_stem().empty()) {
-    std::fprintf(stderr,
-                 "scribbler: set SOFTVERBS_SHM_PREFIX to a name of this run's own: it writes "
-                 "garbage into every segment of that prefix\n");
+  if (!require_own_shm_prefix("scribbler", ": it writes garbage into every segment of that prefix"))
     return 2;
-  }
   setvbuf(stdout, nullptr, _IOLBF, 0);
   return run(options);
 }

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -17,6 +18,14 @@ inline std::string shm_stem() {
   const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX");
   if (!prefix || !*prefix) return {};
   return std::string(prefix) + "-" + std::to_string(geteuid()) + "-";
+}
+
+// Runs that write into or count the segments of their prefix need one of
+// their own: false, with `program` and `why` said, when none is set.
+inline bool require_own_shm_prefix(const char* program, const char* why) {
+  if (!shm_stem().empty()) return true;
+  std::fprintf(stderr, "%s: set SOFTVERBS_SHM_PREFIX to a name of this run's own%s\n", program, why);
+  return false;
 }
 
 inline std::vector<std::string> shm_segments() {

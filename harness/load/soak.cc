@@ -173,11 +173,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: soak [--seconds S] [--size BYTES] [--slack-kib K] [--device NAME]\n");
     return 2;
   }
-  if (shm_stem().empty()) {
-    std::fprintf(stderr, "soak: set SOFTVERBS_SHM_PREFIX to a name of this run's own, so that "
-                         "its segments can be counted apart from other runs'\n");
+  if (!require_own_shm_prefix("soak", ", so that its segments can be counted apart from other "
+                                      "runs'"))
     return 2;
-  }
   setvbuf(stdout, nullptr, _IOLBF, 0);
   Rendezvous* r = Rendezvous::create();
   if (!r) return 1;
