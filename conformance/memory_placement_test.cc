@@ -38,6 +38,22 @@ void wr_flush(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, size_t length
   flush(qpx, rkey, remote_addr, length, type, level);
 }
 
+// One signaled FLUSH to global visibility, alone in its batch: what
+// ibv_wr_complete returned.
+int post_flush(Endpoint& local, uint64_t wr_id, uint32_t rkey, uint64_t remote_addr,
+               size_t length, uint8_t level) {
+  ibv_qp_ex* qpx = local.qp_ex();
+  if (!qpx) {
+    ADD_FAILURE() << "the QP has no ibv_qp_ex: it was made without send ops";
+    return EINVAL;
+  }
+  ibv_wr_start(qpx);
+  qpx->wr_id = wr_id;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  wr_flush(qpx, rkey, remote_addr, length, kFlushGlobal, level);
+  return ibv_wr_complete(qpx);
+}
+
 uint64_t device_cap_flags_ex() {
   Errno err = 0;
   ContextPtr context = open_test_device(err);
@@ -231,13 +247,7 @@ TEST(Flush, WholeMrFlushIgnoresTheRange) {
   SKIP_WITHOUT(kDeviceFlushGlobal, "FLUSH_GLOBAL");
   with_connected_pair(placement_options(kFlushAccess, kQpExWithFlush),
                       [&](Endpoint& local, RemoteEndpoint&, const EndpointInfo& info) {
-    ibv_qp_ex* qpx = local.qp_ex();
-    ASSERT_NE(nullptr, qpx);
-    ibv_wr_start(qpx);
-    qpx->wr_id = 3;
-    qpx->wr_flags = IBV_SEND_SIGNALED;
-    wr_flush(qpx, info.qp.rkey, 0, 0, kFlushGlobal, kFlushMr);
-    ASSERT_EQ(0, ibv_wr_complete(qpx));
+    ASSERT_EQ(0, post_flush(local, 3, info.qp.rkey, 0, 0, kFlushMr));
     const ibv_wc wc = one_send_completion(local);
     expect_completion(wc, 3, IBV_WC_SUCCESS, "FLUSH of the MR");
     EXPECT_EQ(kWcFlush, wc.opcode) << describe_completion(wc);
@@ -250,13 +260,7 @@ TEST(Flush, MrWithoutFlushRightsIsRemoteAccessError) {
   PairOptions options = placement_options(kFlushAccess, kQpExWithFlush);
   options.remote.buffer_access = kWriteAccess;
   with_connected_pair(options, [&](Endpoint& local, RemoteEndpoint&, const EndpointInfo& info) {
-    ibv_qp_ex* qpx = local.qp_ex();
-    ASSERT_NE(nullptr, qpx);
-    ibv_wr_start(qpx);
-    qpx->wr_id = 4;
-    qpx->wr_flags = IBV_SEND_SIGNALED;
-    wr_flush(qpx, info.qp.rkey, info.qp.addr, 4096, kFlushGlobal, kFlushRange);
-    ASSERT_EQ(0, ibv_wr_complete(qpx));
+    ASSERT_EQ(0, post_flush(local, 4, info.qp.rkey, info.qp.addr, 4096, kFlushRange));
     expect_completion(one_send_completion(local), 4, IBV_WC_REM_ACCESS_ERR,
                       "FLUSH to an MR without flush rights");
   });
@@ -269,13 +273,7 @@ TEST(Flush, QpWithoutFlushRightsIsRemoteAccessError) {
   PairOptions options = placement_options(kFlushAccess, kQpExWithFlush);
   options.remote_params.access = kWriteAccess;
   with_connected_pair(options, [&](Endpoint& local, RemoteEndpoint&, const EndpointInfo& info) {
-    ibv_qp_ex* qpx = local.qp_ex();
-    ASSERT_NE(nullptr, qpx);
-    ibv_wr_start(qpx);
-    qpx->wr_id = 5;
-    qpx->wr_flags = IBV_SEND_SIGNALED;
-    wr_flush(qpx, info.qp.rkey, info.qp.addr, 4096, kFlushGlobal, kFlushRange);
-    ASSERT_EQ(0, ibv_wr_complete(qpx));
+    ASSERT_EQ(0, post_flush(local, 5, info.qp.rkey, info.qp.addr, 4096, kFlushRange));
     expect_completion(one_send_completion(local), 5, IBV_WC_REM_ACCESS_ERR,
                       "FLUSH through a QP without flush rights");
   });
@@ -294,13 +292,7 @@ TEST(Flush, LostResponseIsRecoveredByRetransmission) {
     std::string reply;
     ASSERT_EQ(0, soft_control("fault set drop:dir=rx,op=READ_RESPONSE_ONLY,nth=1", reply))
         << reply;
-    ibv_qp_ex* qpx = local.qp_ex();
-    ASSERT_NE(nullptr, qpx);
-    ibv_wr_start(qpx);
-    qpx->wr_id = 6;
-    qpx->wr_flags = IBV_SEND_SIGNALED;
-    wr_flush(qpx, info.qp.rkey, info.qp.addr, 4096, kFlushGlobal, kFlushRange);
-    ASSERT_EQ(0, ibv_wr_complete(qpx));
+    ASSERT_EQ(0, post_flush(local, 6, info.qp.rkey, info.qp.addr, 4096, kFlushRange));
     expect_completion(one_send_completion(local), 6, IBV_WC_SUCCESS, "FLUSH");
     std::vector<ibv_wc> more;
     EXPECT_EQ(0, local.poll(Queue::kSend, 0, more));
