@@ -206,20 +206,21 @@ bool QpImpl::flush_allowed(uint32_t rkey, uint64_t va, uint64_t len, bool whole_
   if (whole_mr) {
     // The range is the MR's own: only the key and its rights matter.
     const Mr* mr = h.find_mr_locked(rkey);
-    return mr && mr->kind() != MrKind::kNull && &mr->pd() == pd &&
-           (mr->access() & access) == access;
+    return mr && mr_grants(*mr, access);
   }
   uint64_t host = 0;
   return resolve_remote_locked(rkey, va, len, access, host);
+}
+
+bool QpImpl::mr_grants(const Mr& mr, uint32_t access) const {
+  return mr.kind() != MrKind::kNull && &mr.pd() == pd && (mr.access() & access) == access;
 }
 
 bool QpImpl::resolve_remote_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
                                    uint64_t& host) const {
   const Hca::Impl& h = hca->impl();
   if (const Mr* mr = h.find_mr_locked(rkey)) {
-    if (mr->kind() == MrKind::kNull || &mr->pd() != pd || (mr->access() & access) != access ||
-        !mr->contains(va, len))
-      return false;
+    if (!mr_grants(*mr, access) || !mr->contains(va, len)) return false;
     host = mr->host_address(va);
     return true;
   }

@@ -216,6 +216,9 @@ struct QpImpl {
                      uint32_t access) const;
 
  private:
+  // Whether `mr` lets a peer of this QP in with `access` (its PD, its
+  // rights; a null MR never), wherever in it.
+  bool mr_grants(const Mr& mr, uint32_t access) const;
   // Where [va, va+len) through `rkey` lies in host memory, with the MR
   // table locked; false when refused.
   bool resolve_remote_locked(uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
