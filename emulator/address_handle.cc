@@ -49,6 +49,7 @@ std::unique_ptr<Ah> Hca::create_ah(Pd& pd, const AddressVector& av, Errno& err) 
     const DeviceDescription* owner = av.is_global ? find_device_by_gid(av.dgid) : nullptr;
     if (!owner) owner = find_device_by_lid(av.dlid);
     if (owner) device = owner->index;
+    else if (av.is_global) device = WireAddress::kOffHost;  // another host's GID
   }
   pd.users.fetch_add(1);
   err = 0;

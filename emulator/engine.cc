@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -22,7 +23,9 @@
 #include "emulator/run_frame.h"
 #include "emulator/wire/shm_names.h"
 #include "emulator/wire/shm_registry.h"
+#include "emulator/wire/routed_wire.h"
 #include "emulator/wire/shm_wire.h"
+#include "emulator/wire/udp_wire.h"
 
 namespace softverbs {
 namespace {
@@ -222,6 +225,37 @@ void report_registry_failure(Errno err) {
                  path.c_str(), ShmRegistry::kMaxProcesses);
 }
 
+// RoCE devices reach other hosts over UDP (SOFTVERBS_UDP=0: never). When the
+// port cannot be had, they still reach this host's processes.
+std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local) {
+  const char* enabled = std::getenv("SOFTVERBS_UDP");
+  if (enabled && std::string_view(enabled) == "0") return local;
+  bool any_roce = false;
+  for (const DeviceDescription& d : configured_devices())
+    any_roce = any_roce || d.link_layer == LinkLayer::kEthernet;
+  if (!any_roce) return local;
+  const uint16_t port = UdpWire::configured_port();
+  Errno err = 0;
+  std::unique_ptr<UdpWire> udp = UdpWire::open(port, err);
+  if (!udp) {
+    std::fprintf(stderr,
+                 "softverbs: RoCE devices cannot reach other hosts: UDP port %u: %s%s\n",
+                 unsigned{port}, std::strerror(err),
+                 err == EADDRINUSE
+                     ? " (another user's program or the kernel's rxe has it; set "
+                       "SOFTVERBS_UDP_PORT on every host to use another port)"
+                     : "");
+    return local;
+  }
+  auto owner = [](const Gid& address, uint32_t& device_index) {
+    const DeviceDescription* d = find_device_by_gid(address);
+    if (!d) return false;
+    device_index = d->index;
+    return true;
+  };
+  return std::make_unique<RoutedWire>(std::move(local), std::move(udp), owner);
+}
+
 }  // namespace
 
 Engine* Engine::process(Errno& err) {
@@ -241,8 +275,9 @@ Engine* Engine::process(Errno& err) {
     err = EINVAL;
     return nullptr;
   }
-  auto wire = ShmWire::create(*registry, err);
+  std::unique_ptr<Wire> wire = ShmWire::create(*registry, err);
   if (!wire) return nullptr;
+  wire = with_udp_wire(std::move(wire));
   auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
   injector->set_plan(plan);
   Config config;

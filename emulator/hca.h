@@ -231,7 +231,8 @@ class Ah {
  public:
   ~Ah();
   const AddressVector& av() const { return av_; }
-  // The soft device that owns the destination, or kNoDevice.
+  // The soft device that owns the destination, kNoDevice (none), or
+  // WireAddress::kOffHost (a GID of another host).
   uint32_t device_index() const { return device_index_; }
   // Addressed to a multicast group (LID 0xC000-0xFFFE or GID ff00::/8).
   bool multicast() const { return multicast_; }

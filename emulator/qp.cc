@@ -50,12 +50,13 @@ Errno check_values(const QpImpl& qp, const QpAttributes& a, uint32_t mask) {
   return 0;
 }
 
-// The soft device an address vector leads to. An address no soft device
-// owns is legal (a remote host, later): its packets are dropped and counted
-// by the wire.
+// The soft device an address vector leads to. A GID no soft device of this
+// host owns is another host's (WireAddress::kOffHost): the UDP wire carries
+// its packets, or, without one, the wire drops and counts them.
 uint32_t peer_device_of(const AddressVector& av) {
   const DeviceDescription* peer = av.is_global ? find_device_by_gid(av.dgid) : nullptr;
   if (!peer) peer = find_device_by_lid(av.dlid);
+  if (!peer && av.is_global) return WireAddress::kOffHost;
   return peer ? peer->index : 0;
 }
 

@@ -86,6 +86,13 @@ std::string stats(Engine& engine) {
   out << "wire: frames_sent=" << w.frames_sent << " frames_received=" << w.frames_received
       << " frames_deferred=" << w.frames_deferred << " frames_unroutable=" << w.frames_unroutable
       << "\n";
+  if (w.udp_datagrams_sent || w.udp_datagrams_received || w.udp_send_failures)
+    out << "udp: datagrams_sent=" << w.udp_datagrams_sent
+        << " datagrams_received=" << w.udp_datagrams_received
+        << " send_failures=" << w.udp_send_failures
+        << " dropped_malformed=" << w.udp_dropped_malformed
+        << " dropped_bad_icrc=" << w.udp_dropped_bad_icrc
+        << " dropped_not_here=" << w.udp_dropped_not_here << "\n";
   if (fault::FaultInjector* f = engine.fault_injector()) {
     const fault::Counters c = f->fault_counters();
     out << "fault plan: " << fault::to_string(f->plan()) << "\n";

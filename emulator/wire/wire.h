@@ -13,6 +13,10 @@ namespace softverbs {
 // Where a frame goes: the destination port (device) and QP. The wire decides
 // which process (or host) serves that pair.
 struct WireAddress {
+  // A RoCE destination whose GID no device of this host owns: the frame
+  // goes to another host, found by the DGID in its GRH (routed_wire.h).
+  static constexpr uint32_t kOffHost = UINT32_MAX - 1;
+
   uint32_t device_index = 0;
   uint32_t qpn = 0;
 };
@@ -28,6 +32,13 @@ struct WireCounters {
   // Shared ring state found breaking the protocol (a counter, sequence
   // word or length no correct peer writes), as producer or consumer.
   uint64_t ring_protocol_violations = 0;
+  // The UDP wire (udp_wire.h), between hosts.
+  uint64_t udp_datagrams_sent = 0;
+  uint64_t udp_datagrams_received = 0;
+  uint64_t udp_send_failures = 0;     // the socket refused it (full, no route)
+  uint64_t udp_dropped_malformed = 0; // truncated, not whole words, not RoCEv2
+  uint64_t udp_dropped_bad_icrc = 0;
+  uint64_t udp_dropped_not_here = 0;  // its destination address is no soft device's
 };
 
 // Writes one frame into `room` and returns its size; 0 means nothing is sent

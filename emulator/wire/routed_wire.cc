@@ -1,0 +1,88 @@
+#include "emulator/wire/routed_wire.h"
+
+#include <cstring>
+
+#include "emulator/internal_thread.h"
+#include "emulator/packet/codec.h"
+
+namespace softverbs {
+namespace {
+
+constexpr size_t kPollBatch = 16;
+// Where a global IB frame keeps its DGID and its BTH's DestQP.
+constexpr size_t kDgidOffset = packet::kLrhBytes + 24;
+constexpr size_t kDestQpOffset = packet::kLrhBytes + packet::kGrhBytes + 5;
+
+}  // namespace
+
+RoutedWire::RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp,
+                       AddressOwner owner)
+    : local_(std::move(local)), udp_(std::move(udp)), owner_(std::move(owner)) {
+  forward_fn_ = [this](std::span<const uint8_t> frame) { forward(frame); };
+  receive_thread_ = start_internal_thread([this] { receive_thread_main(); });
+}
+
+RoutedWire::~RoutedWire() {
+  stopping_.store(true);
+  udp_->interrupt();
+  receive_thread_.join();
+}
+
+void RoutedWire::receive_thread_main() {
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    udp_->wait_readable();
+    if (pull_udp(UdpWire::kReceiveBatch) == 0) std::this_thread::yield();
+  }
+}
+
+size_t RoutedWire::pull_udp(size_t budget) { return udp_->receive(forward_fn_, budget); }
+
+// A frame from another host: to the local owner of its destination QP.
+void RoutedWire::forward(std::span<const uint8_t> frame) {
+  Gid dgid;
+  std::memcpy(dgid.data(), frame.data() + kDgidOffset, dgid.size());
+  uint32_t device = 0;
+  if (!owner_(dgid, device)) {
+    dropped_not_here_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint32_t qpn = uint32_t{frame[kDestQpOffset]} << 16 |
+                       uint32_t{frame[kDestQpOffset + 1]} << 8 | frame[kDestQpOffset + 2];
+  local_->send(WireAddress{device, qpn}, frame);
+}
+
+bool RoutedWire::send(const WireAddress& dst, std::span<const uint8_t> frame) {
+  if (dst.device_index != WireAddress::kOffHost) return local_->send(dst, frame);
+  sent_off_host_.store(true, std::memory_order_relaxed);
+  return udp_->send(frame);
+}
+
+bool RoutedWire::send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) {
+  if (dst.device_index != WireAddress::kOffHost)
+    return local_->send_with(dst, max_bytes, writer);
+  return Wire::send_with(dst, max_bytes, writer);  // a private buffer, then send()
+}
+
+size_t RoutedWire::poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+                        size_t budget) {
+  if (sent_off_host_.load(std::memory_order_relaxed)) pull_udp(kPollBatch);
+  return local_->poll(deliver, budget);
+}
+
+bool RoutedWire::may_have_input() const {
+  return sent_off_host_.load(std::memory_order_relaxed) || local_->may_have_input();
+}
+
+bool RoutedWire::accepts_runs(const WireAddress& dst) {
+  // A run names memory of this host: never off it.
+  return dst.device_index != WireAddress::kOffHost && local_->accepts_runs(dst);
+}
+
+WireCounters RoutedWire::counters() const {
+  WireCounters c = local_->counters();
+  udp_->add_counters(c);
+  c.udp_dropped_not_here += dropped_not_here_.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace softverbs

@@ -1,0 +1,68 @@
+// The wire of a process that reaches other hosts: frames for devices of
+// this host go over the local wire (shared memory), frames for another
+// host's address (WireAddress::kOffHost) over the UDP wire.
+//
+// What arrives over UDP is passed on to the process that owns its QP on the
+// local wire, so the engine, its doorbells and the busy-polling rules are
+// those of the local wire alone. A receive thread waits on the UDP sockets;
+// once this process has sent over UDP (it expects answers), its pollers
+// also take datagrams off the sockets themselves, so a busy-polling
+// program sees them without a thread hop.
+//
+// Threads: as the local wire; the receive thread takes only the UDP wire's
+// receive side and the local wire's send().
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "emulator/types.h"
+#include "emulator/wire/udp_wire.h"
+#include "emulator/wire/wire.h"
+
+namespace softverbs {
+
+class RoutedWire final : public Wire {
+ public:
+  // Which soft device of this host owns an address (a GID of it), if any.
+  using AddressOwner = std::function<bool(const Gid& address, uint32_t& device_index)>;
+
+  RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp, AddressOwner owner);
+  ~RoutedWire() override;
+
+  bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
+  bool send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) override;
+  size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
+              size_t budget) override;
+  void wait(uint64_t timeout_ns) override { local_->wait(timeout_ns); }
+  void wake() override { local_->wake(); }
+  void begin_application_poll() override { local_->begin_application_poll(); }
+  bool end_application_poll() override { return local_->end_application_poll(); }
+  bool application_polling() const override { return local_->application_polling(); }
+  bool may_have_input() const override;
+  bool accepts_runs(const WireAddress& dst) override;
+  void set_accepting_runs(bool accepting) override { local_->set_accepting_runs(accepting); }
+  bool has_deferred() const override { return local_->has_deferred(); }
+  WireCounters counters() const override;
+
+  Wire& local() { return *local_; }
+
+ private:
+  // Takes waiting datagrams off the UDP sockets and hands them on.
+  size_t pull_udp(size_t budget);
+  void forward(std::span<const uint8_t> frame);
+  void receive_thread_main();
+
+  std::unique_ptr<Wire> local_;
+  std::unique_ptr<UdpWire> udp_;
+  AddressOwner owner_;
+  std::function<void(std::span<const uint8_t>)> forward_fn_;
+  std::atomic<bool> sent_off_host_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> dropped_not_here_{0};
+  std::thread receive_thread_;
+};
+
+}  // namespace softverbs

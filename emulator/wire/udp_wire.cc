@@ -1,0 +1,380 @@
+// Sockets of the UDP wire. What the ICRC covers but a socket does not show
+// (the IP header) is rebuilt from the ancillary data recvmmsg gives:
+// the destination address (PKTINFO), the traffic class and the TTL.
+#include "emulator/wire/udp_wire.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "emulator/packet/codec.h"
+
+namespace softverbs {
+namespace {
+
+using packet::RoceV2Addressing;
+
+constexpr size_t kDatagramBytes = packet::kMaxFrameBytes;
+constexpr size_t kControlBytes = 128;
+
+void set_int(int fd, int level, int name, int value) {
+  setsockopt(fd, level, name, &value, sizeof value);
+}
+
+// As large as the kernel allows: beyond net.core.rmem_max only with
+// CAP_NET_ADMIN (the *FORCE options), else capped there.
+void enlarge_buffers(int fd, int bytes) {
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+    set_int(fd, SOL_SOCKET, SO_RCVBUF, bytes);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+    set_int(fd, SOL_SOCKET, SO_SNDBUF, bytes);
+}
+
+// A datagram socket of one family bound to `port` on every address, shared
+// with this user's other sockets on the port. Path-MTU discovery is forced:
+// DF set, never fragmented locally, and (IPv4) identification 0, as the
+// ICRC computation assumes.
+int bound_socket(bool ipv4, uint16_t port, Errno& err) {
+  const int fd = socket(ipv4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    err = errno;
+    return -1;
+  }
+  set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+  if (ipv4) {
+    set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+    set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
+    set_int(fd, IPPROTO_IP, IP_RECVTOS, 1);
+    set_int(fd, IPPROTO_IP, IP_RECVTTL, 1);
+  } else {
+    set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+    set_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
+    set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+    set_int(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
+    set_int(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
+  }
+  sockaddr_storage address{};
+  socklen_t length;
+  if (ipv4) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&address);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(port);
+    a->sin_addr.s_addr = htonl(INADDR_ANY);
+    length = sizeof(sockaddr_in);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&address);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(port);
+    a->sin6_addr = in6addr_any;
+    length = sizeof(sockaddr_in6);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
+    err = errno;
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+Gid gid_of(const in_addr& a) {
+  Gid gid{};
+  gid[10] = 0xff;
+  gid[11] = 0xff;
+  std::memcpy(gid.data() + 12, &a, 4);
+  return gid;
+}
+
+Gid gid_of(const in6_addr& a) {
+  Gid gid{};
+  std::memcpy(gid.data(), &a, 16);
+  return gid;
+}
+
+// Where a datagram came from and went to, from its name and ancillary data.
+bool read_addressing(const msghdr& m, uint16_t port, RoceV2Addressing& a) {
+  a.destination_port = port;
+  const auto* from = static_cast<const sockaddr*>(m.msg_name);
+  if (from->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(from);
+    a.source = gid_of(in->sin_addr);
+    a.source_port = ntohs(in->sin_port);
+  } else {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(from);
+    a.source = gid_of(in6->sin6_addr);
+    a.source_port = ntohs(in6->sin6_port);
+  }
+  bool have_destination = false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(const_cast<msghdr*>(&m)); c;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
+    const void* data = CMSG_DATA(c);
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+      in_pktinfo info;
+      std::memcpy(&info, data, sizeof info);
+      a.destination = gid_of(info.ipi_addr);
+      have_destination = true;
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      a.traffic_class = *static_cast<const uint8_t*>(data);
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+      int ttl;
+      std::memcpy(&ttl, data, sizeof ttl);
+      a.hop_limit = static_cast<uint8_t>(ttl);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+      in6_pktinfo info;
+      std::memcpy(&info, data, sizeof info);
+      a.destination = gid_of(info.ipi6_addr);
+      have_destination = true;
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      int tclass;
+      std::memcpy(&tclass, data, sizeof tclass);
+      a.traffic_class = static_cast<uint8_t>(tclass);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
+      int hops;
+      std::memcpy(&hops, data, sizeof hops);
+      a.hop_limit = static_cast<uint8_t>(hops);
+    }
+  }
+  return have_destination;
+}
+
+}  // namespace
+
+struct UdpWire::ReceiveBuffers {
+  std::array<std::array<uint8_t, kDatagramBytes>, kReceiveBatch> datagrams;
+  std::array<std::array<uint8_t, kControlBytes>, kReceiveBatch> controls;
+  std::array<sockaddr_in6, kReceiveBatch> names;
+  std::array<iovec, kReceiveBatch> iovecs;
+  std::array<mmsghdr, kReceiveBatch> messages;
+  std::array<uint8_t, kDatagramBytes + packet::kRoceV2MaxHeaderBytes> frame;
+};
+
+uint16_t UdpWire::configured_port() {
+  const char* text = std::getenv("SOFTVERBS_UDP_PORT");
+  if (!text || !*text) return packet::kRoceV2UdpPort;
+  char* end = nullptr;
+  const unsigned long port = std::strtoul(text, &end, 10);
+  if (*end != '\0' || port == 0 || port > 65535) return packet::kRoceV2UdpPort;
+  return static_cast<uint16_t>(port);
+}
+
+UdpWire::UdpWire(uint16_t port)
+    : port_(port), receive_buffers_(std::make_unique<ReceiveBuffers>()) {}
+
+std::unique_ptr<UdpWire> UdpWire::open(uint16_t port, Errno& err) {
+  std::unique_ptr<UdpWire> wire(new UdpWire(port));
+  wire->ipv4_fd_ = bound_socket(true, port, err);
+  if (wire->ipv4_fd_ < 0) return nullptr;
+  Errno ipv6_err = 0;
+  wire->ipv6_fd_ = bound_socket(false, port, ipv6_err);  // absent where IPv6 is off
+  if (wire->ipv6_fd_ < 0 && ipv6_err == EADDRINUSE) {
+    err = EADDRINUSE;
+    return nullptr;
+  }
+  for (int fd : {wire->ipv4_fd_, wire->ipv6_fd_})
+    if (fd >= 0) enlarge_buffers(fd, kSocketBufferBytes);
+
+  wire->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wire->interrupt_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wire->epoll_fd_ < 0 || wire->interrupt_fd_ < 0) {
+    err = errno;
+    return nullptr;
+  }
+  for (int fd : {wire->ipv4_fd_, wire->ipv6_fd_, wire->interrupt_fd_}) {
+    if (fd < 0) continue;
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    epoll_ctl(wire->epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+  }
+  err = 0;
+  return wire;
+}
+
+UdpWire::~UdpWire() {
+  for (auto& [key, fd] : source_port_fds_)
+    if (fd >= 0) close(fd);
+  for (int fd : {ipv4_fd_, ipv6_fd_, epoll_fd_, interrupt_fd_})
+    if (fd >= 0) close(fd);
+}
+
+// The socket a flow leaves from: one bound to its source port, made on first
+// use; the 4791 socket when that port cannot be had.
+int UdpWire::socket_for(bool ipv4, uint16_t source_port) {
+  const int fallback = ipv4 ? ipv4_fd_ : ipv6_fd_;
+  const uint32_t key = uint32_t{ipv4} << 16 | source_port;
+  std::lock_guard lock(source_ports_mutex_);
+  if (auto it = source_port_fds_.find(key); it != source_port_fds_.end())
+    return it->second >= 0 ? it->second : fallback;
+  if (source_port_fds_.size() >= kMaxSourcePorts) return fallback;
+  Errno err = 0;
+  const int fd = bound_socket(ipv4, source_port, err);
+  // Nothing is ever sent to a source port: keep its receive buffer small.
+  if (fd >= 0) {
+    set_int(fd, SOL_SOCKET, SO_RCVBUF, 4096);
+    set_int(fd, SOL_SOCKET, SO_SNDBUF, kSocketBufferBytes);
+  }
+  source_port_fds_[key] = fd;
+  return fd >= 0 ? fd : fallback;
+}
+
+bool UdpWire::send(std::span<const uint8_t> frame) {
+  thread_local std::array<uint8_t, kDatagramBytes + packet::kRoceV2MaxHeaderBytes> buffer;
+  RoceV2Addressing a;
+  a.destination_port = port_;
+  // The destination QPN (BTH bytes 5-7) picks the flow's source port.
+  constexpr size_t kDestQpOffset = packet::kLrhBytes + packet::kGrhBytes + 5;
+  if (frame.size() > kDestQpOffset + 3)
+    a.source_port = packet::roce_v2_source_port(uint32_t{frame[kDestQpOffset]} << 16 |
+                                                uint32_t{frame[kDestQpOffset + 1]} << 8 |
+                                                frame[kDestQpOffset + 2]);
+  const std::span<const uint8_t> payload = packet::ib_to_roce_v2(frame, a, buffer);
+  if (payload.empty()) {
+    send_failures_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const bool ipv4 = packet::is_ipv4_mapped(a.destination);
+  const int fd = socket_for(ipv4, a.source_port);
+  if (fd < 0) {
+    send_failures_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+
+  sockaddr_storage to{};
+  socklen_t to_length;
+  alignas(cmsghdr) std::array<uint8_t, CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int))>
+      control{};
+  msghdr m{};
+  m.msg_control = control.data();
+  cmsghdr* c;
+  // The source address is the SGID's (PKTINFO), so the IP header says
+  // what the ICRC was computed over; the traffic class goes with it.
+  if (ipv4) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&to);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(port_);
+    std::memcpy(&in->sin_addr, a.destination.data() + 12, 4);
+    to_length = sizeof(sockaddr_in);
+    m.msg_controllen = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int));
+    c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_PKTINFO;
+    c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+    in_pktinfo info{};
+    std::memcpy(&info.ipi_spec_dst, a.source.data() + 12, 4);
+    std::memcpy(CMSG_DATA(c), &info, sizeof info);
+    c = CMSG_NXTHDR(&m, c);
+    c->cmsg_level = IPPROTO_IP;
+    c->cmsg_type = IP_TOS;
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&to);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(port_);
+    std::memcpy(&in6->sin6_addr, a.destination.data(), 16);
+    to_length = sizeof(sockaddr_in6);
+    m.msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int));
+    c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = IPPROTO_IPV6;
+    c->cmsg_type = IPV6_PKTINFO;
+    c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
+    in6_pktinfo info{};
+    std::memcpy(&info.ipi6_addr, a.source.data(), 16);
+    std::memcpy(CMSG_DATA(c), &info, sizeof info);
+    c = CMSG_NXTHDR(&m, c);
+    c->cmsg_level = IPPROTO_IPV6;
+    c->cmsg_type = IPV6_TCLASS;
+  }
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  const int traffic_class = a.traffic_class;
+  std::memcpy(CMSG_DATA(c), &traffic_class, sizeof traffic_class);
+
+  iovec iov{const_cast<uint8_t*>(payload.data()), payload.size()};
+  m.msg_name = &to;
+  m.msg_namelen = to_length;
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  if (sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    send_failures_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  sent_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+size_t UdpWire::receive(const std::function<void(std::span<const uint8_t>)>& deliver,
+                        size_t budget) {
+  std::unique_lock lock(receive_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;
+  size_t taken = 0;
+  for (int fd : {ipv4_fd_, ipv6_fd_})
+    if (fd >= 0 && taken < budget) taken += receive_from(fd, deliver, budget - taken);
+  return taken;
+}
+
+size_t UdpWire::receive_from(int fd, const std::function<void(std::span<const uint8_t>)>& deliver,
+                             size_t budget) {
+  ReceiveBuffers& b = *receive_buffers_;
+  const size_t batch = std::min(budget, kReceiveBatch);
+  for (size_t i = 0; i < batch; ++i) {
+    b.iovecs[i] = iovec{b.datagrams[i].data(), kDatagramBytes};
+    msghdr& m = b.messages[i].msg_hdr;
+    m = msghdr{};
+    m.msg_name = &b.names[i];
+    m.msg_namelen = sizeof(sockaddr_in6);
+    m.msg_iov = &b.iovecs[i];
+    m.msg_iovlen = 1;
+    m.msg_control = b.controls[i].data();
+    m.msg_controllen = kControlBytes;
+  }
+  const int n = recvmmsg(fd, b.messages.data(), static_cast<unsigned>(batch), MSG_DONTWAIT,
+                         nullptr);
+  if (n <= 0) return 0;
+  received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    const msghdr& m = b.messages[i].msg_hdr;
+    RoceV2Addressing a;
+    if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || !read_addressing(m, port_, a)) {
+      dropped_malformed_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    std::span<const uint8_t> frame;
+    const packet::DecodeError e =
+        packet::roce_v2_to_ib(a, std::span(b.datagrams[i].data(), b.messages[i].msg_len),
+                              b.frame, frame);
+    if (e == packet::DecodeError::kBadIcrc)
+      dropped_bad_icrc_.fetch_add(1, std::memory_order_relaxed);
+    else if (e != packet::DecodeError::kNone)
+      dropped_malformed_.fetch_add(1, std::memory_order_relaxed);
+    else
+      deliver(frame);
+  }
+  return static_cast<size_t>(n);
+}
+
+void UdpWire::wait_readable() {
+  epoll_event events[3];
+  while (epoll_wait(epoll_fd_, events, 3, -1) < 0 && errno == EINTR) {
+  }
+}
+
+void UdpWire::interrupt() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(interrupt_fd_, &one, sizeof one);
+}
+
+void UdpWire::add_counters(WireCounters& c) const {
+  c.udp_datagrams_sent += sent_.load(std::memory_order_relaxed);
+  c.udp_datagrams_received += received_.load(std::memory_order_relaxed);
+  c.udp_send_failures += send_failures_.load(std::memory_order_relaxed);
+  c.udp_dropped_malformed += dropped_malformed_.load(std::memory_order_relaxed);
+  c.udp_dropped_bad_icrc += dropped_bad_icrc_.load(std::memory_order_relaxed);
+}
+
+}  // namespace softverbs
