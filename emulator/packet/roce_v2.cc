@@ -113,7 +113,11 @@ std::span<const uint8_t> ib_to_roce_v2(std::span<const uint8_t> frame,
   std::memcpy(bth, frame.data() + kBthOffset, payload_bytes - kIcrcBytes);
   uint8_t* ip = put_ip_udp_headers(bth, addressing, ipv4, payload_bytes);
   const size_t covered = headers + payload_bytes - kIcrcBytes;
-  store_icrc(bth + payload_bytes - kIcrcBytes, icrc_roce_v2(std::span(ip, covered)));
+  // A frame damaged on its way here (an injected corruption) must stay
+  // detectably damaged: the new ICRC is off by as much as the old one was.
+  const uint32_t damage = load_icrc(frame.data() + frame.size() - kIcrcBytes) ^
+                          icrc_ib(frame.first(frame.size() - kIcrcBytes));
+  store_icrc(bth + payload_bytes - kIcrcBytes, icrc_roce_v2(std::span(ip, covered)) ^ damage);
   return std::span<const uint8_t>(bth, payload_bytes);
 }
 

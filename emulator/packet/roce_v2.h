@@ -50,7 +50,8 @@ uint16_t roce_v2_source_port(uint32_t destination_qpn);
 // Turns one IB global frame into the UDP payload of a RoCEv2 packet, with
 // its ICRC, in `out` (at least frame size + 4 bytes). Returns the payload
 // (a view into `out`) and fills `addressing` from the GRH; `addressing`'s
-// ports must be set by the caller beforehand. Empty when the frame is not a
+// ports must be set by the caller beforehand. A frame with a wrong ICRC
+// gives a packet with a wrong ICRC. Empty when the frame is not a
 // global IB frame, or mixes an IPv4-mapped GID with an IPv6 one.
 std::span<const uint8_t> ib_to_roce_v2(std::span<const uint8_t> frame,
                                        RoceV2Addressing& addressing, std::span<uint8_t> out);

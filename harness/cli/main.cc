@@ -9,6 +9,7 @@
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/listeners_command.h"
 #include "harness/cli/reset_command.h"
+#include "harness/cli/topo_command.h"
 #include "harness/cli/run_command.h"
 #include "harness/cli/usage.h"
 
@@ -31,11 +32,13 @@ int help_command(std::span<char* const> args) {
     print_listeners_usage(stdout);
   } else if (topic == "reset") {
     print_reset_usage(stdout);
+  } else if (topic == "topo") {
+    print_topo_usage(stdout);
   } else if (topic == "stats" || topic == "fault" || topic == "port" || topic == "rnr") {
     print_control_usage(stdout);
   } else {
     return usage_error("help: no command named '" + std::string(topic) + "'",
-                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr|reset]");
+                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr|reset|topo]");
   }
   return kExitSuccess;
 }
@@ -52,10 +55,11 @@ int dispatch(std::span<char* const> words) {
   if (command == "port") return port_command(rest);
   if (command == "rnr") return rnr_command(rest);
   if (command == "reset") return reset_command(rest);
+  if (command == "topo") return topo_command(rest);
   if (command == "help" || command == "--help" || command == "-h") return help_command(rest);
   if (is_planned_command(command))
     return usage_error("'" + std::string(command) + "' is planned but not built yet",
-                       "commands that exist: run, devices, listeners, stats, fault, port, rnr, reset, help");
+                       "commands that exist: run, devices, listeners, stats, fault, port, rnr, reset, topo, help");
   return usage_error("unknown command '" + std::string(command) + "'");
 }
 

@@ -28,6 +28,9 @@ void print_usage(std::FILE* out) {
       "                 answer every SEND with an RNR NAK (all QPs or one)\n"
       "  reset [--force]\n"
       "                 remove this user's shared registry and mailboxes\n"
+      "  topo [--name NAME] up N | down | show | exec N -- PROGRAM [ARGS...]\n"
+      "                 hosts on this machine (network namespaces, root) for the\n"
+      "                 UDP wire between RoCE devices\n"
       "  help [COMMAND] show this text, or the text of one command\n"
       "\n"
       "planned, not built yet: capture (packets to pcap)\n"
@@ -99,6 +102,28 @@ void print_reset_usage(std::FILE* out) {
       "or one damaged beyond use (programs then fail to open a device, saying so).\n"
       "Refused while softverbs processes are attached, unless --force: they keep\n"
       "running but cannot reach programs started afterwards.\n",
+      out);
+}
+
+void print_topo_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs topo [--name NAME] up N\n"
+      "       softverbs topo [--name NAME] exec N -- PROGRAM [ARGS...]\n"
+      "       softverbs topo [--name NAME] show | down\n"
+      "\n"
+      "Makes N hosts on this machine for RoCE soft devices to reach each other over\n"
+      "the UDP wire: network namespaces NAME-host1..N (NAME: sv unless given), each\n"
+      "with an interface sv0 at 198.18.0.<n>/24 and fd00:5376::<n>/64, joined by a\n"
+      "bridge in the namespace NAME-fabric. Nothing of the machine's own network\n"
+      "changes. 'exec' runs PROGRAM in host n with its own registry\n"
+      "(SOFTVERBS_SHM_PREFIX=<prefix>-NAME-host<n>), as a separate machine would\n"
+      "have; 'down' removes every namespace of the topology. Needs root.\n"
+      "\n"
+      "example:\n"
+      "  softverbs topo up 2\n"
+      "  SOFTVERBS_LINK_LAYER=eth softverbs topo exec 2 -- softverbs run -- ibv_rc_pingpong -g 3 &\n"
+      "  SOFTVERBS_LINK_LAYER=eth softverbs topo exec 1 -- softverbs run -- ibv_rc_pingpong -g 3 198.18.0.2\n"
+      "  softverbs topo down\n",
       out);
 }
 

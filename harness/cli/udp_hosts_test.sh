@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# RoCE soft devices on three hosts (network namespaces made by `softverbs
+# topo`, each with its own registry) reach each other over the UDP wire:
+# unmodified ibv_rc_pingpong with every buffer checked over IPv4 and IPv6
+# GIDs, ibv_ud_pingpong, ib_send_lat and ib_write_bw, and an RC pingpong
+# that loses 2% of its packets each way (injected drops) and still checks
+# every byte. The topology is removed however the test ends.
+#
+# Needs root (network namespaces): otherwise it exits 77, which ctest
+# reports as skipped. Every program runs under timeout(1).
+#
+# Usage: udp_hosts_test.sh PATH/TO/softverbs
+set -uo pipefail
+
+cli=${1:?usage: udp_hosts_test.sh PATH/TO/softverbs}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../scripts/lib/client-server.sh
+source "$here/../../scripts/lib/client-server.sh"
+
+if (($(id -u) != 0)); then
+  echo "skipped: needs root for network namespaces (softverbs topo)"
+  exit 77
+fi
+for tool in ip ibv_rc_pingpong ibv_ud_pingpong ib_send_lat ib_write_bw; do
+  command -v $tool >/dev/null || { echo "$tool is missing; run scripts/setup.sh"; exit 1; }
+done
+
+topo=svu$$
+export SOFTVERBS_LINK_LAYER=eth
+export SOFTVERBS_SHM_PREFIX=${SOFTVERBS_SHM_PREFIX:-svudp}
+logs=$(mktemp -d)
+PAIR_LOG_DIR=$logs
+cleanup() {
+  "$cli" topo --name "$topo" down
+  rm -rf "$logs"
+  rm -f /dev/shm/"$SOFTVERBS_SHM_PREFIX"-*
+}
+trap cleanup EXIT
+"$cli" topo --name "$topo" up 3 >/dev/null || { echo "softverbs topo up failed"; exit 1; }
+
+# The server's TCP port is looked for in the server's host.
+server_host=2
+tcp_port_is_listening() {
+  local hex
+  hex=$(printf ':%04X' "$1")
+  ip netns exec "$topo-host$server_host" awk -v port="$hex" \
+    '$4 == "0A" && substr($2, length($2) - 4) == port { found = 1 } END { exit !found }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+on_host() {
+  local host=$1
+  shift
+  "$cli" topo --name "$topo" exec "$host" -- "$cli" run -- "$@"
+}
+
+failures=0
+# pair LABEL SERVER_HOST CLIENT_HOST SERVER_ADDRESS -- PROGRAM ARGS...
+pair() {
+  local label=$1 address=$4
+  server_host=$2
+  local client_host=$3
+  shift 5
+  SERVER_CMD=(env "${PAIR_ENV[@]}" "$cli" topo --name "$topo" exec "$server_host" -- "$cli" run -- "$@" -p @PORT@)
+  CLIENT_CMD=(env "${PAIR_ENV[@]}" "$cli" topo --name "$topo" exec "$client_host" -- "$cli" run -- "$@" -p @PORT@ "$address")
+  if run_client_server "$label" 60; then
+    echo "ok: $label"
+  else
+    echo "FAILED: $label (server $(describe_status "$PAIR_SERVER_STATUS"), client $(describe_status "$PAIR_CLIENT_STATUS"))"
+    print_client_server_logs
+    failures=$((failures + 1))
+  fi
+}
+
+# GID 3 is a host's IPv4 address on sv0, GID 4 its IPv6 address (after
+# fe80::GUID, 127.0.0.1 and ::1).
+PAIR_ENV=(SOFTVERBS_UDP=1)
+pair "rc pingpong, IPv4 GIDs" 2 1 198.18.0.2 -- ibv_rc_pingpong -g 3 -n 500 -c
+# ibv_rc_pingpong exchanges its addresses over IPv4 TCP (it listens on the
+# first address getaddrinfo gives); its QPs then use the IPv6 GIDs.
+pair "rc pingpong, IPv6 GIDs" 3 1 198.18.0.3 -- ibv_rc_pingpong -g 4 -n 500 -c
+pair "ud pingpong" 2 3 198.18.0.2 -- ibv_ud_pingpong -g 3 -n 500 -c
+pair "ib_send_lat" 2 1 198.18.0.2 -- ib_send_lat -x 3 -n 1000
+pair "ib_write_bw 64 KiB" 2 1 198.18.0.2 -- ib_write_bw -x 3 -s 65536 -n 300
+PAIR_ENV=(SOFTVERBS_FAULTS=drop:p=0.02)
+pair "rc pingpong, 2% loss each way" 2 1 198.18.0.2 -- ibv_rc_pingpong -g 3 -n 300 -c
+
+if grep -q "Failed status" "$logs"/*.log; then
+  echo "FAILED: a completion error was printed"
+  failures=$((failures + 1))
+fi
+((failures == 0)) || exit 1
+echo "all UDP wire pairs passed"
