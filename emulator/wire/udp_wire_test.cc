@@ -1,0 +1,124 @@
+// The UDP wire on the loopback interface: a frame goes out as RoCEv2 and
+// comes back as the same frame; what a hostile sender throws at the port is
+// dropped and counted.
+#include "emulator/wire/udp_wire.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "emulator/packet/codec.h"
+
+namespace softverbs {
+namespace {
+
+Gid loopback_gid() {
+  Gid g{};
+  g[10] = g[11] = 0xff;
+  g[12] = 127, g[15] = 1;
+  return g;
+}
+
+// A port no socket holds now (the wire shares ports with SO_REUSEPORT, so
+// an occupied one would split the traffic).
+uint16_t unused_port() {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t length = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::vector<uint8_t> send_frame(uint32_t psn) {
+  packet::Headers h;
+  h.has_grh = true;
+  h.grh.sgid = h.grh.dgid = loopback_gid();
+  h.bth.opcode = packet::Opcode::kRcSendOnly;
+  h.bth.dest_qp = 0x21;
+  h.bth.psn = psn;
+  const std::vector<uint8_t> payload(100, static_cast<uint8_t>(psn));
+  std::vector<uint8_t> frame(packet::kMaxFrameBytes);
+  frame.resize(packet::encode_ib(h, payload, frame));
+  return frame;
+}
+
+// Receives until `wanted` frames came or a second passed.
+std::vector<std::vector<uint8_t>> receive(UdpWire& wire, size_t wanted) {
+  std::vector<std::vector<uint8_t>> got;
+  for (int i = 0; i < 1000 && got.size() < wanted; ++i) {
+    wire.receive([&](std::span<const uint8_t> f) { got.emplace_back(f.begin(), f.end()); }, 16);
+    if (got.size() < wanted) usleep(1000);
+  }
+  return got;
+}
+
+// Sends raw bytes to the wire's port, as any program could.
+void send_raw(uint16_t port, const std::vector<uint8_t>& bytes) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  close(fd);
+}
+
+TEST(UdpWire, FramesComeBackIntactAndInOrder) {
+  Errno err = 0;
+  auto wire = UdpWire::open(unused_port(), err);
+  ASSERT_TRUE(wire) << err;
+  for (uint32_t psn = 1; psn <= 5; ++psn) ASSERT_TRUE(wire->send(send_frame(psn)));
+  const auto got = receive(*wire, 5);
+  ASSERT_EQ(got.size(), 5u);
+  for (uint32_t psn = 1; psn <= 5; ++psn) {
+    packet::DecodedPacket p;
+    ASSERT_EQ(packet::decode_ib(got[psn - 1], p), packet::DecodeError::kNone);
+    EXPECT_EQ(p.headers.bth.psn, psn);
+    EXPECT_EQ(p.headers.grh.dgid, loopback_gid());
+    EXPECT_EQ(p.payload.size(), 100u);
+    EXPECT_EQ(p.payload[99], psn);
+  }
+  WireCounters c;
+  wire->add_counters(c);
+  EXPECT_EQ(c.udp_datagrams_sent, 5u);
+  EXPECT_EQ(c.udp_datagrams_received, 5u);
+}
+
+TEST(UdpWire, WhatAHostileSenderSendsIsDroppedAndCounted) {
+  Errno err = 0;
+  const uint16_t port = unused_port();
+  auto wire = UdpWire::open(port, err);
+  ASSERT_TRUE(wire) << err;
+  // A good packet with one payload byte changed, truncated headers, a
+  // length that is no whole number of words, and nothing at all.
+  const std::vector<uint8_t> frame = send_frame(9);
+  std::vector<uint8_t> tampered(frame.begin() + packet::kLrhBytes + packet::kGrhBytes, frame.end());
+  packet::RoceV2Addressing a;
+  std::vector<uint8_t> out(frame.size() + packet::kRoceV2MaxHeaderBytes);
+  const auto good = packet::ib_to_roce_v2(frame, a, out);
+  tampered.assign(good.begin(), good.end());
+  tampered[packet::kBthBytes + 10] ^= 0xff;
+  send_raw(port, tampered);
+  send_raw(port, std::vector<uint8_t>(7, 0x64));
+  send_raw(port, std::vector<uint8_t>(30, 0x64));
+  send_raw(port, {});
+  const auto got = receive(*wire, 1);
+  EXPECT_TRUE(got.empty());
+  WireCounters c;
+  wire->add_counters(c);
+  EXPECT_EQ(c.udp_datagrams_received, 4u);
+  EXPECT_EQ(c.udp_dropped_bad_icrc, 1u);
+  EXPECT_EQ(c.udp_dropped_malformed, 3u);
+}
+
+}  // namespace
+}  // namespace softverbs
