@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -161,7 +162,13 @@ uint16_t UdpWire::configured_port() {
   if (!text || !*text) return packet::kRoceV2UdpPort;
   char* end = nullptr;
   const unsigned long port = std::strtoul(text, &end, 10);
-  if (*end != '\0' || port == 0 || port > 65535) return packet::kRoceV2UdpPort;
+  if (*end != '\0' || port == 0 || port > 65535) {
+    std::fprintf(stderr,
+                 "softverbs: SOFTVERBS_UDP_PORT='%s' is not a UDP port from 1 to 65535; "
+                 "using %u\n",
+                 text, unsigned{packet::kRoceV2UdpPort});
+    return packet::kRoceV2UdpPort;
+  }
   return static_cast<uint16_t>(port);
 }
 

@@ -151,7 +151,6 @@ int topo_exec(const Topology& t, int n, std::span<char* const> program) {
   const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX");
   const std::string own = std::string(prefix && *prefix ? prefix : "softverbs") + "-" + ns;
   setenv("SOFTVERBS_SHM_PREFIX", own.c_str(), 1);
-  setenv("SOFTVERBS_TOPO_HOST", std::to_string(n).c_str(), 1);
   std::vector<char*> argv(program.begin(), program.end());
   argv.push_back(nullptr);
   execvp(argv[0], argv.data());
