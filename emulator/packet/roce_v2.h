@@ -12,7 +12,7 @@
 // unconnected socket with path-MTU discovery forced: IPv4 with DF set and
 // identification 0, IPv6 with flow label 0. Both ends of the UDP wire send
 // that way, and an IPv4 sender that numbers its packets (the kernel's rxe)
-// is checked by recovering the identification (roce_v2_ipv4_identification).
+// is checked all the same (ipv4_identification.h).
 #pragma once
 
 #include <cstddef>
