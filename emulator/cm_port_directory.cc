@@ -76,4 +76,14 @@ bool LocalCmPortDirectory::find_listener(uint16_t port_space, uint16_t port, con
   return true;
 }
 
+bool LocalCmPortDirectory::any_listening_agent(uint32_t& agent_qpn) {
+  std::lock_guard lock(mutex_);
+  for (const Entry& e : entries_) {
+    if (!e.binding.listening) continue;
+    agent_qpn = e.binding.agent_qpn;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace softverbs

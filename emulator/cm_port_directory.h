@@ -38,6 +38,9 @@ class CmPortDirectory {
   // to that very address before one bound to the any address.
   virtual bool find_listener(uint16_t port_space, uint16_t port, const Gid& address,
                              CmPortBinding& out) = 0;
+  // The agent of some process that listens on any port: one that can refuse
+  // a request for a port nobody listens on. False when nobody listens.
+  virtual bool any_listening_agent(uint32_t& agent_qpn) = 0;
 };
 
 // Bindings of this process only (unit tests, the loopback wire).
@@ -49,6 +52,7 @@ class LocalCmPortDirectory final : public CmPortDirectory {
   void release(uint32_t handle) override;
   bool find_listener(uint16_t port_space, uint16_t port, const Gid& address,
                      CmPortBinding& out) override;
+  bool any_listening_agent(uint32_t& agent_qpn) override;
 
  private:
   struct Entry {

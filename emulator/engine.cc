@@ -17,6 +17,7 @@
 #include "emulator/control/control_server.h"
 #include "emulator/device_config.h"
 #include "emulator/fault/fault_injector.h"
+#include "emulator/gsi_routing.h"
 #include "emulator/hca_impl.h"
 #include "emulator/internal_thread.h"
 #include "emulator/qp_impl.h"
@@ -76,6 +77,12 @@ class RegistryCmPortDirectory final : public CmPortDirectory {
     if (!registry_.find_cm_listener(port_space, port, address, found)) return false;
     out = CmPortBinding{found.port_space, found.port, found.address, found.agent_qpn,
                         found.listening};
+    return true;
+  }
+  bool any_listening_agent(uint32_t& agent_qpn) override {
+    const std::vector<ShmRegistry::CmBinding> listeners = registry_.cm_listeners();
+    if (listeners.empty()) return false;
+    agent_qpn = listeners.front().agent_qpn;
     return true;
   }
 
@@ -227,7 +234,8 @@ void report_registry_failure(Errno err) {
 
 // RoCE devices reach other hosts over UDP (SOFTVERBS_UDP=0: never). When the
 // port cannot be had, they still reach this host's processes.
-std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local) {
+std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local,
+                                    std::shared_ptr<ShmRegistry> registry) {
   const char* enabled = std::getenv("SOFTVERBS_UDP");
   if (enabled && std::string_view(enabled) == "0") return local;
   bool any_roce = false;
@@ -253,7 +261,16 @@ std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local) {
     device_index = d->index;
     return true;
   };
-  return std::make_unique<RoutedWire>(std::move(local), std::move(udp), owner);
+  // QP1 traffic goes where the connection manager's rule says, among this
+  // user's processes on the host.
+  auto ports = std::make_shared<RegistryCmPortDirectory>(*registry);
+  auto gsi = [ports, registry](std::span<const uint8_t> frame, uint32_t& qpn) {
+    const GsiRouter router = installed_gsi_router();
+    packet::DecodedPacket p;
+    if (!router || packet::decode_ib(frame, p) != packet::DecodeError::kNone) return false;
+    return router(p.payload, p.headers.grh.dgid, *ports, qpn);
+  };
+  return std::make_unique<RoutedWire>(std::move(local), std::move(udp), owner, gsi);
 }
 
 }  // namespace
@@ -277,7 +294,7 @@ Engine* Engine::process(Errno& err) {
   }
   std::unique_ptr<Wire> wire = ShmWire::create(*registry, err);
   if (!wire) return nullptr;
-  wire = with_udp_wire(std::move(wire));
+  wire = with_udp_wire(std::move(wire), registry);
   auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
   injector->set_plan(plan);
   Config config;

@@ -1,7 +1,10 @@
 #include "emulator/cm/cm_agent.h"
 
 #include <chrono>
+#include <cstring>
 
+#include "emulator/cm/cm_path.h"
+#include "emulator/device_config.h"
 #include "emulator/internal_thread.h"
 
 namespace softverbs::cm {
@@ -88,6 +91,7 @@ CmAgent::~CmAgent() {
   if (thread_.joinable()) thread_.join();
   // Children before parents, as the HCA requires.
   qp_.reset();
+  remote_ahs_.clear();
   ah_.reset();
   mr_.reset();
   cq_.reset();
@@ -103,13 +107,42 @@ void CmAgent::post_receive(uint32_t slot) {
   qp_->post_recv(wr);
 }
 
-Errno CmAgent::send(std::span<const uint8_t, kMadBytes> mad, uint32_t destination) {
+// An agent on another host is reached through an address handle to its
+// address, sent from ours that reaches it, made on first use.
+Ah* CmAgent::address_handle_for(const AgentAddress& destination, Errno& err) {
+  if (!destination.off_host) return ah_.get();
+  std::lock_guard lock(remote_ahs_mutex_);
+  for (auto& [key, ah] : remote_ahs_)
+    if (key.host == destination.host && key.local == destination.local) return ah.get();
+  const DeviceDescription& device = hca_->description();
+  const uint8_t local_index = gid_index_of(device.index, destination.local);
+  if (device.link_layer != LinkLayer::kEthernet || local_index == 0) {
+    err = EHOSTUNREACH;  // only a RoCE softverbs0 reaches other hosts
+    return nullptr;
+  }
+  AddressVector av;
+  av.port_num = 1;
+  av.is_global = true;
+  av.dgid = destination.host;
+  av.sgid_index = local_index;
+  av.hop_limit = 64;
+  std::unique_ptr<Ah> ah = hca_->create_ah(*pd_, av, err);
+  if (!ah) return nullptr;
+  remote_ahs_.emplace_back(AgentAddress{0, true, destination.host, destination.local},
+                           std::move(ah));
+  return remote_ahs_.back().second.get();
+}
+
+Errno CmAgent::send(std::span<const uint8_t, kMadBytes> mad, const AgentAddress& destination) {
+  Errno err = 0;
+  Ah* ah = address_handle_for(destination, err);
+  if (!ah) return err;
   SendRequest wr;
   wr.opcode = WrOpcode::kSend;
   wr.flags = kWrInline | kWrSignaled;
   wr.inline_data = mad;
-  wr.ah = ah_.get();
-  wr.remote_qpn = destination;
+  wr.ah = ah;
+  wr.remote_qpn = destination.qpn;
   wr.remote_qkey = kGsiQkey;
   return qp_->post_send(wr);
 }
@@ -134,11 +167,23 @@ void CmAgent::serve_completions() {
       const auto slot = static_cast<uint32_t>(c.wr_id);
       if (c.status == WcStatus::kSuccess && c.byte_len > kGrhBytes) {
         const uint8_t* bytes = receive_buffers_.data() + size_t{slot} * kSlotBytes + kGrhBytes;
-        receiver_(std::span<const uint8_t>(bytes, c.byte_len - kGrhBytes), c.src_qp);
+        receiver_(std::span<const uint8_t>(bytes, c.byte_len - kGrhBytes), sender_of(c, slot));
       }
       post_receive(slot);
     }
   }
+}
+
+AgentAddress CmAgent::sender_of(const Completion& c, uint32_t slot) const {
+  AgentAddress from{c.src_qp};
+  if (!(c.wc_flags & kWcGrh)) return from;
+  // GRH bytes 8-23: the sender's GID, 24-39: the one it sent to (ours).
+  const uint8_t* grh = receive_buffers_.data() + size_t{slot} * kSlotBytes;
+  std::memcpy(from.host.data(), grh + 8, from.host.size());
+  std::memcpy(from.local.data(), grh + 24, from.local.size());
+  from.off_host = find_device_by_gid(from.host) == nullptr;
+  if (!from.off_host) from.host = from.local = Gid{};
+  return from;
 }
 
 void CmAgent::run() {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "emulator/cm/cm_types.h"
 #include "emulator/cm/mad_header.h"
 #include "emulator/hca.h"
 
@@ -26,7 +27,7 @@ inline constexpr uint32_t kGsiQkey = 0x80010000;
 class CmAgent final : public CompletionEventSink {
  public:
   // A MAD arrived: its bytes and its sender's QPN.
-  using Receiver = std::function<void(std::span<const uint8_t> mad, uint32_t source_qpn)>;
+  using Receiver = std::function<void(std::span<const uint8_t> mad, const AgentAddress& from)>;
   // The timers' turn: returns when to come back (steady clock ns, 0: never).
   using Ticker = std::function<uint64_t(uint64_t now_ns)>;
 
@@ -35,9 +36,10 @@ class CmAgent final : public CompletionEventSink {
   ~CmAgent() override;
 
   uint32_t qpn() const { return qp_->qpn(); }
-  // Queues one MAD to the agent with QPN `destination`. ENOMEM when the
-  // send queue is full (the handshake's retransmission covers it).
-  Errno send(std::span<const uint8_t, kMadBytes> mad, uint32_t destination);
+  // Queues one MAD to the agent at `destination`. ENOMEM when the send
+  // queue is full (the handshake's retransmission covers it); EHOSTUNREACH
+  // when another host cannot be addressed from here.
+  Errno send(std::span<const uint8_t, kMadBytes> mad, const AgentAddress& destination);
   // The timers changed: run the ticker now.
   void wake();
 
@@ -51,6 +53,9 @@ class CmAgent final : public CompletionEventSink {
   void run();
   void serve_completions();
   void post_receive(uint32_t slot);
+  // Who sent the MAD in `slot`, from its GRH.
+  AgentAddress sender_of(const Completion& c, uint32_t slot) const;
+  Ah* address_handle_for(const AgentAddress& destination, Errno& err);
 
   // As many MADs as the kernel's GSI QP holds (512): a burst of requests
   // beyond the posted receives is dropped, and waits for its retry.
@@ -64,7 +69,9 @@ class CmAgent final : public CompletionEventSink {
   std::unique_ptr<Pd> pd_;
   std::unique_ptr<Cq> cq_;
   std::unique_ptr<Qp> qp_;
-  std::unique_ptr<Ah> ah_;
+  std::unique_ptr<Ah> ah_;  // every agent of this host
+  std::mutex remote_ahs_mutex_;
+  std::vector<std::pair<AgentAddress, std::unique_ptr<Ah>>> remote_ahs_;  // by host and local GID
   std::unique_ptr<Mr> mr_;
   std::vector<uint8_t> receive_buffers_;
 

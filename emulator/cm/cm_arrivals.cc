@@ -15,15 +15,15 @@ namespace softverbs::cm {
 
 // ---- Arrivals and timers
 
-void ConnectionManager::on_mad(const CmMad& mad, uint32_t source_qpn) {
+void ConnectionManager::on_mad(const CmMad& mad, const AgentAddress& from) {
   std::lock_guard lock(mutex_);
   std::visit(
       [&](const auto& message) {
         using T = std::decay_t<decltype(message)>;
         if constexpr (std::is_same_v<T, ReqMessage>) {
-          on_req(mad, message, source_qpn);
+          on_req(mad, message, from);
         } else if constexpr (std::is_same_v<T, RepMessage>) {
-          on_rep(mad, message, source_qpn);
+          on_rep(mad, message, from);
         } else if constexpr (std::is_same_v<T, RtuMessage>) {
           on_rtu(message.remote_comm_id);
         } else if constexpr (std::is_same_v<T, RejMessage>) {
@@ -34,14 +34,14 @@ void ConnectionManager::on_mad(const CmMad& mad, uint32_t source_qpn) {
             // its DREQ retries.
             DrepMessage drep;
             drep.remote_comm_id = message.local_comm_id;
-            send_to(CmMad{mad.transaction_id, 0, drep}, source_qpn);
+            send_to(CmMad{mad.transaction_id, 0, drep}, from);
             return;
           }
           on_dreq(mad, message.remote_comm_id);
         } else if constexpr (std::is_same_v<T, DrepMessage>) {
           on_drep(message.remote_comm_id);
         } else if constexpr (std::is_same_v<T, SidrReqMessage>) {
-          on_sidr_req(mad, message, source_qpn);
+          on_sidr_req(mad, message, from);
         } else if constexpr (std::is_same_v<T, SidrRepMessage>) {
           on_sidr_rep(message);
         }
@@ -83,15 +83,15 @@ uint64_t ConnectionManager::on_timer(uint64_t now_ns) {
     if (!has_live_peer_to_watch(id)) continue;
     wake_by(next_peer_check_ns_);
     if (!check_peers) continue;
-    auto [known, inserted] = peer_alive.try_emplace(id.remote_agent_qpn, true);
-    if (inserted) known->second = engine_.qpn_holder_alive(0, id.remote_agent_qpn);
+    auto [known, inserted] = peer_alive.try_emplace(id.remote_agent.qpn, true);
+    if (inserted) known->second = engine_.qpn_holder_alive(0, id.remote_agent.qpn);
     if (!known->second) on_peer_gone(id);
   }
   return next;
 }
 
 void ConnectionManager::on_deadline(Id& id, uint64_t now_ns) {
-  if (id.cm == CmState::kReqSent && id.remote_agent_qpn == 0) {
+  if (id.cm == CmState::kReqSent && id.remote_agent.qpn == 0) {
     seek_listener(id);  // the request has not found its listener yet
   } else if (id.cm == CmState::kTimewait) {
     id.cm = CmState::kIdle;
@@ -111,7 +111,10 @@ void ConnectionManager::on_deadline(Id& id, uint64_t now_ns) {
 }
 
 bool ConnectionManager::has_live_peer_to_watch(const Id& id) {
-  if (id.remote_agent_qpn == 0) return false;  // no peer found yet
+  if (id.remote_agent.qpn == 0) return false;  // no peer found yet
+  // Another host's processes are not in our registry: a dead peer there
+  // shows as the CM's and the QP's timeouts.
+  if (id.remote_agent.off_host) return false;
   switch (id.cm) {
     case CmState::kReqSent:
     case CmState::kRepSent:

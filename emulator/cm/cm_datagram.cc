@@ -35,8 +35,8 @@ Errno ConnectionManager::connect_datagram(Id& id, const ConnectionParams& params
 }
 
 void ConnectionManager::on_sidr_req(const CmMad& mad, const SidrReqMessage& req,
-                                    uint32_t source_qpn) {
-  if (find_by_remote(req.request_id, source_qpn)) return;  // a repeat: ours is on its way
+                                    const AgentAddress& from) {
+  if (find_by_remote(req.request_id, from)) return;  // a repeat: ours is on its way
   Id* listener = nullptr;
   IpEndpoint local, remote;
   if (!match_listener(req.service_id, req.private_data, listener, local, remote)) {
@@ -44,14 +44,14 @@ void ConnectionManager::on_sidr_req(const CmMad& mad, const SidrReqMessage& req,
     rep.request_id = req.request_id;
     rep.status = SidrStatus::kUnsupportedServiceId;
     rep.service_id = req.service_id;
-    send_to(CmMad{mad.transaction_id, 0, rep}, source_qpn);
+    send_to(CmMad{mad.transaction_id, 0, rep}, from);
     return;
   }
   if (!listener || listener->backlog_left == 0) return;
   --listener->backlog_left;
   Id& id = new_passive_id(*listener, local, remote);
   id.remote_comm_id = req.request_id;
-  id.remote_agent_qpn = source_qpn;
+  id.remote_agent = from;
   id.transaction_id = mad.transaction_id;
   id.path.service_id = req.service_id;
   id.path.pkey = req.pkey;
@@ -77,7 +77,7 @@ void ConnectionManager::send_sidr_rep(Id& id, uint8_t status, uint32_t qpn, uint
   rep.qkey = qkey;
   std::copy_n(private_data.begin(), std::min(private_data.size(), rep.private_data.size()),
               rep.private_data.begin());
-  send_to(CmMad{id.transaction_id, 0, rep}, id.remote_agent_qpn);
+  send_to(CmMad{id.transaction_id, 0, rep}, id.remote_agent);
   // A SIDR exchange ends with its reply: nothing more comes for this id.
   id.cm = CmState::kIdle;
 }

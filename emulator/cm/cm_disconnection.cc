@@ -101,13 +101,13 @@ void ConnectionManager::end_connection_on_destroy(Id& id) {
     case CmState::kReqRcvd:
     case CmState::kRepSent:
     case CmState::kRepRcvd:
-      send_rej(id.remote_agent_qpn, id.local_comm_id, id.remote_comm_id,
+      send_rej(id.remote_agent, id.local_comm_id, id.remote_comm_id,
                static_cast<uint16_t>(RejectReason::kConsumerDefined), {},
                static_cast<uint8_t>(id.cm == CmState::kRepRcvd ? MessageRef::kRep
                                                                : MessageRef::kReq));
       break;
     case CmState::kReqSent:
-      send_rej(id.remote_agent_qpn, id.local_comm_id, 0,
+      send_rej(id.remote_agent, id.local_comm_id, 0,
                static_cast<uint16_t>(RejectReason::kTimeout), {},
                static_cast<uint8_t>(MessageRef::kOther));
       break;

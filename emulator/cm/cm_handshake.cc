@@ -13,7 +13,9 @@
 #include "emulator/cm/cm_timing.h"
 #include "emulator/cm/cma_ip_header.h"
 #include "emulator/cm/connection_manager.h"
+
 #include "emulator/device_config.h"
+#include "emulator/gsi_routing.h"
 
 namespace softverbs::cm {
 namespace {
@@ -101,7 +103,7 @@ void ConnectionManager::send(Id& id, const CmMad& mad, bool await_reply) {
   if (!agent_) return;  // shut down
   if (!encode_cm_mad(mad, id.last_sent).ok()) return;  // our own values always fit
   id.has_last_sent = true;
-  agent_->send(id.last_sent, id.remote_agent_qpn);
+  agent_->send(id.last_sent, id.remote_agent);
   id.awaiting_reply = await_reply;
   if (await_reply) {
     id.retries_left = kMaxCmRetries;
@@ -112,25 +114,25 @@ void ConnectionManager::send(Id& id, const CmMad& mad, bool await_reply) {
 }
 
 void ConnectionManager::resend_last(Id& id) {
-  if (id.has_last_sent && agent_) agent_->send(id.last_sent, id.remote_agent_qpn);
+  if (id.has_last_sent && agent_) agent_->send(id.last_sent, id.remote_agent);
 }
 
-void ConnectionManager::send_to(const CmMad& mad, uint32_t destination_qpn) {
+void ConnectionManager::send_to(const CmMad& mad, const AgentAddress& to) {
   std::array<uint8_t, kMadBytes> bytes;
-  if (agent_ && encode_cm_mad(mad, bytes).ok()) agent_->send(bytes, destination_qpn);
+  if (agent_ && encode_cm_mad(mad, bytes).ok()) agent_->send(bytes, to);
 }
 
-void ConnectionManager::send_rej(uint32_t destination_qpn, uint32_t local_comm_id,
+void ConnectionManager::send_rej(const AgentAddress& to, uint32_t local_comm_id,
                                  uint32_t remote_comm_id, uint16_t reason,
                                  std::span<const uint8_t> private_data, uint8_t rejected) {
-  if (destination_qpn == 0) return;  // the request never left
+  if (to.qpn == 0) return;  // the request never left
   RejMessage rej;
   rej.local_comm_id = local_comm_id;
   rej.remote_comm_id = remote_comm_id;
   rej.message_rejected = static_cast<MessageRef>(rejected);
   rej.reason = static_cast<RejectReason>(reason);
   rej.private_data = padded<RejMessage::kPrivateDataBytes>(private_data);
-  send_to(CmMad{0, 0, rej}, destination_qpn);
+  send_to(CmMad{0, 0, rej}, to);
 }
 
 // ---- Active side
@@ -193,23 +195,31 @@ void ConnectionManager::start_request(Id& id, const CmMad& mad) {
   if (!encode_cm_mad(mad, id.last_sent).ok()) return;  // our own values always fit
   id.has_last_sent = true;
   id.cm = CmState::kReqSent;
-  id.remote_agent_qpn = 0;
+  id.remote_agent = AgentAddress{};
   id.listener_lookups_left = kListenerLookups;
   seek_listener(id);
 }
 
+void ConnectionManager::send_request(Id& id, const AgentAddress& to) {
+  id.remote_agent = to;
+  agent_->send(id.last_sent, id.remote_agent);
+  id.awaiting_reply = true;
+  id.retries_left = kMaxCmRetries;
+  id.deadline_ns = CmAgent::now_ns() + id.timeout_ns;
+  agent_->wake();
+}
+
 void ConnectionManager::seek_listener(Id& id) {
+  if (agent_ && !find_device_by_address(id.destination.address)) {
+    // Another host's address: its QP1 passes the request to its listener
+    // (gsi_routing.h), whose agent answers from its own QP.
+    return send_request(
+        id, AgentAddress{kGsiQpn, true, id.destination.address, id.source.address});
+  }
   CmPortBinding listener;
   if (agent_ && ports_.find_listener(id.port_space, id.destination.port,
-                                     id.destination.address, listener)) {
-    id.remote_agent_qpn = listener.agent_qpn;
-    agent_->send(id.last_sent, id.remote_agent_qpn);
-    id.awaiting_reply = true;
-    id.retries_left = kMaxCmRetries;
-    id.deadline_ns = CmAgent::now_ns() + id.timeout_ns;
-    agent_->wake();
-    return;
-  }
+                                     id.destination.address, listener))
+    return send_request(id, AgentAddress{listener.agent_qpn});
   // A REQ to a port nobody listens on is refused when it arrives, a few
   // milliseconds on: a server that listens again meanwhile (perftest -R
   // does, between its two connections) takes it, as on a fabric.
@@ -250,7 +260,7 @@ Errno ConnectionManager::establish(uint32_t handle) {
   return 0;
 }
 
-void ConnectionManager::on_rep(const CmMad&, const RepMessage& rep, uint32_t) {
+void ConnectionManager::on_rep(const CmMad&, const RepMessage& rep, const AgentAddress& from) {
   Id* id = find_by_comm_id(rep.remote_comm_id);
   if (!id) return;
   if (id->cm == CmState::kEstablished) {
@@ -258,6 +268,8 @@ void ConnectionManager::on_rep(const CmMad&, const RepMessage& rep, uint32_t) {
     return;
   }
   if (id->cm != CmState::kReqSent) return;
+  // A request to another host went to its QP1; the listener's agent answers.
+  id->remote_agent = from;
   id->remote_comm_id = rep.local_comm_id;
   id->remote_qpn = rep.local_qpn;
   id->remote_psn = rep.starting_psn;
@@ -298,16 +310,16 @@ Id* ConnectionManager::find_listener(uint16_t port_space, uint16_t port, const G
   return wildcard;
 }
 
-Id* ConnectionManager::find_by_remote(uint32_t remote_comm_id, uint32_t remote_agent_qpn) {
+Id* ConnectionManager::find_by_remote(uint32_t remote_comm_id, const AgentAddress& remote) {
   for (auto& [handle, id] : ids_)
     if (id->cm != CmState::kNone && id->remote_comm_id == remote_comm_id &&
-        id->remote_agent_qpn == remote_agent_qpn)
+        id->remote_agent == remote)
       return id.get();
   return nullptr;
 }
 
-void ConnectionManager::on_req(const CmMad& mad, const ReqMessage& req, uint32_t source_qpn) {
-  if (Id* existing = find_by_remote(req.local_comm_id, source_qpn)) {
+void ConnectionManager::on_req(const CmMad& mad, const ReqMessage& req, const AgentAddress& from) {
+  if (Id* existing = find_by_remote(req.local_comm_id, from)) {
     // A repeated REQ: our REP was lost, or the peer is early.
     if (existing->cm == CmState::kRepSent) resend_last(*existing);
     return;
@@ -315,7 +327,7 @@ void ConnectionManager::on_req(const CmMad& mad, const ReqMessage& req, uint32_t
   Id* listener = nullptr;
   IpEndpoint local, remote;
   if (!match_listener(req.service_id, req.private_data, listener, local, remote)) {
-    send_rej(source_qpn, 0, req.local_comm_id,
+    send_rej(from, 0, req.local_comm_id,
              static_cast<uint16_t>(RejectReason::kInvalidServiceId), {}, 0);
     return;
   }
@@ -328,7 +340,7 @@ void ConnectionManager::on_req(const CmMad& mad, const ReqMessage& req, uint32_t
   id.path = path_from_req(req);
   id.has_path = true;
   id.remote_comm_id = req.local_comm_id;
-  id.remote_agent_qpn = source_qpn;
+  id.remote_agent = from;
   id.transaction_id = mad.transaction_id;
   id.remote_qpn = req.local_qpn;
   id.remote_psn = req.starting_psn;
@@ -470,7 +482,7 @@ Errno ConnectionManager::reject(uint32_t handle, std::span<const uint8_t> privat
   }
   if (private_data.size() > RejMessage::kPrivateDataBytes) return EINVAL;
   const auto rejected = id->cm == CmState::kReqRcvd ? MessageRef::kReq : MessageRef::kRep;
-  send_rej(id->remote_agent_qpn, id->local_comm_id, id->remote_comm_id, reason, private_data,
+  send_rej(id->remote_agent, id->local_comm_id, id->remote_comm_id, reason, private_data,
            static_cast<uint8_t>(rejected));
   id->cm = CmState::kIdle;
   return 0;

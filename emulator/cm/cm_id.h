@@ -69,7 +69,7 @@ struct Id {
   // The connection, both sides' view.
   uint32_t local_comm_id = 0;
   uint32_t remote_comm_id = 0;
-  uint32_t remote_agent_qpn = 0;
+  AgentAddress remote_agent;  // its CM agent
   uint64_t transaction_id = 0;
   uint32_t psn = 0;  // ours, random, 24 bits
   uint32_t local_qpn = 0;

@@ -1,8 +1,15 @@
 #include "emulator/cm/cm_path.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include "emulator/device_config.h"
+#include "emulator/packet/roce_v2.h"
 
 namespace softverbs::cm {
 
@@ -85,6 +92,41 @@ uint16_t multicast_lid_of(uint32_t device_index, const Gid& mgid) {
   uint32_t hash = 0;
   for (uint8_t byte : mgid) hash = hash * 31 + byte;
   return static_cast<uint16_t>(0xc000 + hash % 0x3fff);
+}
+
+bool source_toward(const IpEndpoint& destination, Gid& source) {
+  // A connected datagram socket sends nothing, but binds to the address its
+  // route leaves from.
+  const int fd = socket(destination.ipv4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_storage to{}, from{};
+  socklen_t length;
+  if (destination.ipv4) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&to);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(packet::kRoceV2UdpPort);
+    std::memcpy(&in->sin_addr, destination.address.data() + 12, 4);
+    length = sizeof(sockaddr_in);
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&to);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(packet::kRoceV2UdpPort);
+    std::memcpy(&in6->sin6_addr, destination.address.data(), 16);
+    length = sizeof(sockaddr_in6);
+  }
+  socklen_t from_length = sizeof from;
+  const bool routed = connect(fd, reinterpret_cast<sockaddr*>(&to), length) == 0 &&
+                      getsockname(fd, reinterpret_cast<sockaddr*>(&from), &from_length) == 0;
+  close(fd);
+  if (!routed) return false;
+  source = Gid{};
+  if (destination.ipv4) {
+    source[10] = source[11] = 0xff;
+    std::memcpy(source.data() + 12, &reinterpret_cast<sockaddr_in*>(&from)->sin_addr, 4);
+  } else {
+    std::memcpy(source.data(), &reinterpret_cast<sockaddr_in6*>(&from)->sin6_addr, 16);
+  }
+  return true;
 }
 
 PathRecord resolve_path(uint32_t device_index, const IpEndpoint& source,

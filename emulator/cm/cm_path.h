@@ -29,6 +29,10 @@ Gid gid_of(uint32_t device_index, const IpEndpoint& address);
 // The index of `gid` in the device's GID table (0 when absent).
 uint8_t gid_index_of(uint32_t device_index, const Gid& gid);
 
+// The address of this host that the kernel's routing table sends from to
+// reach `destination` (another host's): false when there is no route.
+bool source_toward(const IpEndpoint& destination, Gid& source);
+
 // 127.0.0.1 or ::1, for the family of `endpoint`, with its port.
 IpEndpoint loopback_of(const IpEndpoint& endpoint);
 

@@ -11,6 +11,19 @@
 
 namespace softverbs::cm {
 
+// Where a process's CM agent receives (cm_agent.h): its QPN, and for an
+// agent on another host that host's address (a GID no device here owns)
+// and the address of ours that reaches it. A connection request to another
+// host goes to its QP1 (kGsiQpn) until the listener's agent answers.
+struct AgentAddress {
+  uint32_t qpn = 0;
+  bool off_host = false;
+  Gid host{};
+  Gid local{};
+
+  bool operator==(const AgentAddress&) const = default;
+};
+
 // An IP address (IPv6, or IPv4 as ::ffff:a.b.c.d) and a port.
 struct IpEndpoint {
   Gid address{};

@@ -10,13 +10,20 @@
 
 #include "emulator/cm/cm_agent.h"
 #include "emulator/cm/cm_codec.h"
+#include "emulator/cm/cm_gsi_router.h"
 #include "emulator/cm/cm_id.h"
 #include "emulator/cm/cm_path.h"
 #include "emulator/device_config.h"
 #include "emulator/engine.h"
+#include "emulator/gsi_routing.h"
 
 namespace softverbs::cm {
 namespace {
+
+// Every process passes on the connection requests other hosts send to QP1,
+// whether it uses the connection manager or not (gsi_routing.h).
+[[maybe_unused]] const bool g_gsi_router_installed =
+    (install_gsi_router(&route_request_to_agent), true);
 
 constexpr uint32_t kMaxBacklog = 1024;
 
@@ -112,10 +119,10 @@ Errno ConnectionManager::ensure_agent() {
   Errno err = 0;
   agent_ = CmAgent::start(
       engine_,
-      [this](std::span<const uint8_t> bytes, uint32_t source_qpn) {
+      [this](std::span<const uint8_t> bytes, const AgentAddress& from) {
         CmMad mad;
         // What is not a CM MAD is not for us; a CM ignores it.
-        if (decode_cm_mad(bytes, mad) == DecodeError::kNone) on_mad(mad, source_qpn);
+        if (decode_cm_mad(bytes, mad) == DecodeError::kNone) on_mad(mad, from);
       },
       [this](uint64_t now_ns) { return on_timer(now_ns); }, err);
   return err;
@@ -204,12 +211,7 @@ Errno ConnectionManager::resolve_address(uint32_t handle, const IpEndpoint* sour
   if (is_multicast(destination)) return resolve_multicast(*id, destination);
   const DeviceDescription* remote = find_device_by_address(target.address);
   Event event;
-  if (!remote) {
-    event.type = EventType::kAddrError;
-    event.status = -EHOSTUNREACH;
-    post(*id, event);
-    return 0;
-  }
+  if (!remote) return resolve_off_host(*id, destination);
   if (!id->has_device) {
     id->has_device = true;
     id->device_index = remote->index;
@@ -219,6 +221,32 @@ Errno ConnectionManager::resolve_address(uint32_t handle, const IpEndpoint* sour
   id->state = IdState::kAddrResolved;
   event.type = EventType::kAddrResolved;
   post(*id, event);
+  return 0;
+}
+
+// Another host's address: reached over the UDP wire from a RoCE device's
+// address, the one the kernel's routing leaves from unless the id is bound.
+Errno ConnectionManager::resolve_off_host(Id& id, const IpEndpoint& destination) {
+  Gid source{};
+  const bool bound = !is_any(id.source) && !is_loopback(id.source);
+  if (bound) source = id.source.address;
+  const DeviceDescription* local = nullptr;
+  if (bound || source_toward(destination, source)) local = find_device_by_address(source);
+  Event event;
+  if (!local || local->link_layer != LinkLayer::kEthernet ||
+      (id.has_device && id.device_index != local->index)) {
+    event.type = EventType::kAddrError;
+    event.status = -EHOSTUNREACH;
+    post(id, event);
+    return 0;
+  }
+  id.has_device = true;
+  id.device_index = local->index;
+  id.source.address = source;
+  id.destination = destination;
+  id.state = IdState::kAddrResolved;
+  event.type = EventType::kAddrResolved;
+  post(id, event);
   return 0;
 }
 

@@ -125,7 +125,7 @@ class ConnectionManager {
   Errno join_multicast(uint32_t id, const IpEndpoint& group, uint64_t cookie);
 
   // Handed every CM MAD the agent receives, and its sender.
-  void on_mad(const CmMad& mad, uint32_t source_qpn);
+  void on_mad(const CmMad& mad, const AgentAddress& from);
   // The agent's clock tick: retransmissions, timeouts, timewait. Returns
   // when it next needs to run (0: nothing pending).
   uint64_t on_timer(uint64_t now_ns);
@@ -138,24 +138,26 @@ class ConnectionManager {
   Errno ensure_agent();
   Errno bind_locked(Id& id, const IpEndpoint& address);
   Errno resolve_multicast(Id& id, const IpEndpoint& group);
+  Errno resolve_off_host(Id& id, const IpEndpoint& destination);
   void release_port(Id& id);
   void end_connection_on_destroy(Id& id);
 
   // The handshake (cm_handshake.cc).
   void send(Id& id, const CmMad& mad, bool await_reply);
   void resend_last(Id& id);
-  void send_to(const CmMad& mad, uint32_t destination_qpn);
+  void send_to(const CmMad& mad, const AgentAddress& to);
   // The id's side of a request: comm ID, QPN, service ID, transaction.
   void begin_request(Id& id, uint32_t qpn);
   // A REQ or SIDR_REQ: kept, and sent once its listener is found.
   void start_request(Id& id, const CmMad& mad);
   void seek_listener(Id& id);
-  void send_rej(uint32_t destination_qpn, uint32_t local_comm_id, uint32_t remote_comm_id,
+  void send_request(Id& id, const AgentAddress& to);
+  void send_rej(const AgentAddress& to, uint32_t local_comm_id, uint32_t remote_comm_id,
                 uint16_t reason, std::span<const uint8_t> private_data, uint8_t rejected);
   void send_drep(Id& id);
   void enter_timewait(Id& id);
-  void on_req(const CmMad& mad, const ReqMessage& req, uint32_t source_qpn);
-  void on_rep(const CmMad& mad, const RepMessage& rep, uint32_t source_qpn);
+  void on_req(const CmMad& mad, const ReqMessage& req, const AgentAddress& from);
+  void on_rep(const CmMad& mad, const RepMessage& rep, const AgentAddress& from);
   void on_rtu(uint32_t remote_comm_id);
   // REP_SENT -> ESTABLISHED, with the ESTABLISHED event.
   void enter_established(Id& id);
@@ -171,11 +173,11 @@ class ConnectionManager {
   Id& new_passive_id(const Id& listener, const IpEndpoint& local, const IpEndpoint& remote);
   // SIDR (cm_datagram.cc).
   Errno connect_datagram(Id& id, const ConnectionParams& params);
-  void on_sidr_req(const CmMad& mad, const SidrReqMessage& req, uint32_t source_qpn);
+  void on_sidr_req(const CmMad& mad, const SidrReqMessage& req, const AgentAddress& from);
   void on_sidr_rep(const SidrRepMessage& rep);
   void send_sidr_rep(Id& id, uint8_t status, uint32_t qpn, uint32_t qkey,
                      std::span<const uint8_t> private_data);
-  Id* find_by_remote(uint32_t remote_comm_id, uint32_t remote_agent_qpn);
+  Id* find_by_remote(uint32_t remote_comm_id, const AgentAddress& remote);
   void on_reply_timeout(Id& id);
   void on_deadline(Id& id, uint64_t now_ns);
   static bool has_live_peer_to_watch(const Id& id);

@@ -1,9 +1,12 @@
 #include "emulator/wire/routed_wire.h"
 
+#include <array>
 #include <cstring>
 
 #include "emulator/internal_thread.h"
+#include "emulator/gsi_routing.h"
 #include "emulator/packet/codec.h"
+#include "emulator/packet/icrc.h"
 
 namespace softverbs {
 namespace {
@@ -16,8 +19,11 @@ constexpr size_t kDestQpOffset = packet::kLrhBytes + packet::kGrhBytes + 5;
 }  // namespace
 
 RoutedWire::RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp,
-                       AddressOwner owner)
-    : local_(std::move(local)), udp_(std::move(udp)), owner_(std::move(owner)) {
+                       AddressOwner owner, GsiRouter gsi_router)
+    : local_(std::move(local)),
+      udp_(std::move(udp)),
+      owner_(std::move(owner)),
+      gsi_router_(std::move(gsi_router)) {
   forward_fn_ = [this](std::span<const uint8_t> frame) { forward(frame); };
   receive_thread_ = start_internal_thread([this] { receive_thread_main(); });
 }
@@ -48,7 +54,26 @@ void RoutedWire::forward(std::span<const uint8_t> frame) {
   }
   const uint32_t qpn = uint32_t{frame[kDestQpOffset]} << 16 |
                        uint32_t{frame[kDestQpOffset + 1]} << 8 | frame[kDestQpOffset + 2];
+  if (qpn == kGsiQpn) return forward_to_gsi_owner(WireAddress{device, qpn}, frame);
   local_->send(WireAddress{device, qpn}, frame);
+}
+
+// A MAD to QP1 goes to the QP that serves it here, its DestQP (and so its
+// ICRC) rewritten to that QP's.
+void RoutedWire::forward_to_gsi_owner(const WireAddress& qp1, std::span<const uint8_t> frame) {
+  uint32_t owner_qpn = 0;
+  std::array<uint8_t, packet::kMaxFrameBytes> copy;
+  if (frame.size() > copy.size() || !gsi_router_ || !gsi_router_(frame, owner_qpn)) {
+    dropped_gsi_unclaimed_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::memcpy(copy.data(), frame.data(), frame.size());
+  copy[kDestQpOffset] = static_cast<uint8_t>(owner_qpn >> 16);
+  copy[kDestQpOffset + 1] = static_cast<uint8_t>(owner_qpn >> 8);
+  copy[kDestQpOffset + 2] = static_cast<uint8_t>(owner_qpn);
+  const size_t covered = frame.size() - packet::kIcrcBytes;
+  packet::store_icrc(copy.data() + covered, packet::icrc_ib(std::span(copy.data(), covered)));
+  local_->send(WireAddress{qp1.device_index, owner_qpn}, std::span(copy.data(), frame.size()));
 }
 
 bool RoutedWire::send(const WireAddress& dst, std::span<const uint8_t> frame) {
@@ -81,7 +106,8 @@ bool RoutedWire::accepts_runs(const WireAddress& dst) {
 WireCounters RoutedWire::counters() const {
   WireCounters c = local_->counters();
   udp_->add_counters(c);
-  c.udp_dropped_not_here += dropped_not_here_.load(std::memory_order_relaxed);
+  c.udp_dropped_not_here += dropped_not_here_.load(std::memory_order_relaxed) +
+                            dropped_gsi_unclaimed_.load(std::memory_order_relaxed);
   return c;
 }
 

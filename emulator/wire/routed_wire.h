@@ -28,8 +28,11 @@ class RoutedWire final : public Wire {
  public:
   // Which soft device of this host owns an address (a GID of it), if any.
   using AddressOwner = std::function<bool(const Gid& address, uint32_t& device_index)>;
+  // Which local QP a frame to QP1 is for (gsi_routing.h), if any.
+  using GsiRouter = std::function<bool(std::span<const uint8_t> frame, uint32_t& qpn)>;
 
-  RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp, AddressOwner owner);
+  RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp, AddressOwner owner,
+             GsiRouter gsi_router);
   ~RoutedWire() override;
 
   bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
@@ -53,15 +56,18 @@ class RoutedWire final : public Wire {
   // Takes waiting datagrams off the UDP sockets and hands them on.
   size_t pull_udp(size_t budget);
   void forward(std::span<const uint8_t> frame);
+  void forward_to_gsi_owner(const WireAddress& qp1, std::span<const uint8_t> frame);
   void receive_thread_main();
 
   std::unique_ptr<Wire> local_;
   std::unique_ptr<UdpWire> udp_;
   AddressOwner owner_;
+  GsiRouter gsi_router_;
   std::function<void(std::span<const uint8_t>)> forward_fn_;
   std::atomic<bool> sent_off_host_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> dropped_not_here_{0};
+  std::atomic<uint64_t> dropped_gsi_unclaimed_{0};
   std::thread receive_thread_;
 };
 

@@ -38,7 +38,8 @@ struct WireCounters {
   uint64_t udp_send_failures = 0;     // the socket refused it (full, no route)
   uint64_t udp_dropped_malformed = 0; // truncated, not whole words, not RoCEv2
   uint64_t udp_dropped_bad_icrc = 0;
-  uint64_t udp_dropped_not_here = 0;  // its destination address is no soft device's
+  // For an address no soft device owns, or a MAD to QP1 that no QP here takes.
+  uint64_t udp_dropped_not_here = 0;
 };
 
 // Writes one frame into `room` and returns its size; 0 means nothing is sent

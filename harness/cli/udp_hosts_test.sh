@@ -2,9 +2,11 @@
 # RoCE soft devices on three hosts (network namespaces made by `softverbs
 # topo`, each with its own registry) reach each other over the UDP wire:
 # unmodified ibv_rc_pingpong with every buffer checked over IPv4 and IPv6
-# GIDs, ibv_ud_pingpong, ib_send_lat and ib_write_bw, and an RC pingpong
-# that loses 2% of its packets each way (injected drops) and still checks
-# every byte. The topology is removed however the test ends.
+# GIDs, ibv_ud_pingpong, ib_send_lat and ib_write_bw, an RC pingpong that
+# loses 2% of its packets each way (injected drops) and still checks every
+# byte, and librdmacm programs connecting across hosts (rping with data
+# verified, rdma_client, rstream, ib_send_lat -R, udaddy, a refused
+# connection). The topology is removed however the test ends.
 #
 # Needs root (network namespaces): otherwise it exits 77, which ctest
 # reports as skipped. Every program runs under timeout(1).
@@ -84,6 +86,71 @@ pair "ib_send_lat" 2 1 198.18.0.2 -- ib_send_lat -x 3 -n 1000
 pair "ib_write_bw 64 KiB" 2 1 198.18.0.2 -- ib_write_bw -x 3 -s 65536 -n 300
 PAIR_ENV=(SOFTVERBS_FAULTS=drop:p=0.02)
 pair "rc pingpong, 2% loss each way" 2 1 198.18.0.2 -- ibv_rc_pingpong -g 3 -n 300 -c
+
+# cm_pair LABEL "SERVER ARGS" "CLIENT ARGS" [PORT]: librdmacm programs, the
+# server on host 2, the client on host 1 once the server listens; @PORT@
+# becomes one RDMA CM port for the case (PORT: the program's own).
+cm_pair() {
+  local label=$1 port=${4:-$((20000 + RANDOM % 12000))}
+  local -a server client
+  read -r -a server <<<"${2//@PORT@/$port}"
+  read -r -a client <<<"${3//@PORT@/$port}"
+  local base="$logs/${label//[^A-Za-z0-9_.-]/_}"
+  timeout --kill-after=5 60 "$cli" topo --name "$topo" exec 2 -- "$cli" run -- "${server[@]}" \
+    >"$base.server.log" 2>&1 </dev/null &
+  local server_pid=$! client_status=1 deadline=$((SECONDS + 30))
+  until "$cli" topo --name "$topo" exec 2 -- "$cli" listeners 2>/dev/null | grep -q ":$port "; do
+    if ! kill -0 "$server_pid" 2>/dev/null || ((SECONDS >= deadline)); then break; fi
+    sleep 0.1
+  done
+  timeout --kill-after=5 60 "$cli" topo --name "$topo" exec 1 -- "$cli" run -- "${client[@]}" \
+    >"$base.client.log" 2>&1 </dev/null
+  client_status=$?
+  ((client_status == 0)) || kill -TERM "$server_pid" 2>/dev/null
+  wait "$server_pid"
+  local server_status=$?
+  if ((client_status == 0 && server_status == 0)); then
+    echo "ok: $label"
+  else
+    echo "FAILED: $label (server $(describe_status "$server_status"), client $(describe_status "$client_status"))"
+    sed 's/^/  server| /' "$base.server.log" | tail -15
+    sed 's/^/  client| /' "$base.client.log" | tail -15
+    failures=$((failures + 1))
+  fi
+}
+
+# The connection manager between hosts: the request goes to the other
+# host's QP1, which passes it to the listening process.
+cm_pair "rping, data verified" "rping -s -a 198.18.0.2 -p @PORT@ -C 50 -V" \
+  "rping -c -a 198.18.0.2 -p @PORT@ -C 50 -V"
+cm_pair "rping over IPv6" "rping -s -a fd00:5376::2 -p @PORT@ -C 20 -V" \
+  "rping -c -a fd00:5376::2 -p @PORT@ -C 20 -V"
+cm_pair "rdma_server/rdma_client" "rdma_server -p @PORT@" "rdma_client -s 198.18.0.2 -p @PORT@"
+cm_pair "rstream (rsockets)" "rstream -p @PORT@ -S 4096 -C 200" \
+  "rstream -s 198.18.0.2 -p @PORT@ -S 4096 -C 200"
+cm_pair "ib_send_lat -R" "ib_send_lat -R -d softverbs0 -p @PORT@ -n 1000" \
+  "ib_send_lat -R -d softverbs0 -p @PORT@ -n 1000 198.18.0.2"
+cm_pair "udaddy (SIDR)" "udaddy" "udaddy -s 198.18.0.2" 7174
+
+# A port nobody listens on, on a host where someone listens: refused at once.
+timeout 60 "$cli" topo --name "$topo" exec 2 -- "$cli" run -- rping -s -a 198.18.0.2 -p 7174 -C 1 \
+  >"$logs/refusal.server.log" 2>&1 </dev/null &
+refusal_server=$!
+until "$cli" topo --name "$topo" exec 2 -- "$cli" listeners 2>/dev/null | grep -q ":7174 "; do
+  kill -0 "$refusal_server" 2>/dev/null || break
+  sleep 0.1
+done
+timeout 30 "$cli" topo --name "$topo" exec 1 -- "$cli" run -- rping -c -a 198.18.0.2 -p 7175 -C 1 \
+  >"$logs/refusal.client.log" 2>&1 </dev/null
+if grep -q "RDMA_CM_EVENT_REJECTED" "$logs/refusal.client.log"; then
+  echo "ok: a port nobody listens on is refused (REJECTED)"
+else
+  echo "FAILED: a connection to a port nobody listens on was not refused"
+  sed 's/^/  client| /' "$logs/refusal.client.log"
+  failures=$((failures + 1))
+fi
+kill -TERM "$refusal_server" 2>/dev/null
+wait "$refusal_server" 2>/dev/null
 
 if grep -q "Failed status" "$logs"/*.log; then
   echo "FAILED: a completion error was printed"
