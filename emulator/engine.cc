@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "emulator/capture/packet_capture.h"
 #include "emulator/control/control_commands.h"
 #include "emulator/control/control_server.h"
 #include "emulator/device_config.h"
@@ -180,6 +181,7 @@ Engine::Engine(Config config)
       qpns_(std::move(config.qpns)),
       clock_(config.clock ? config.clock : &SteadyClock::instance()),
       keepalive_(std::move(config.keepalive)),
+      capture_(std::move(config.capture)),
       fault_injector_(config.fault_injector) {
   const char* runs = std::getenv("SOFTVERBS_RUNS");
   runs_enabled_ = !(runs && std::string_view(runs) == "0");
@@ -297,6 +299,15 @@ Engine* Engine::process(Errno& err) {
   wire = with_udp_wire(std::move(wire), registry);
   auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
   injector->set_plan(plan);
+  std::string capture_error;
+  std::shared_ptr<capture::PacketCapture> capture =
+      capture::PacketCapture::from_environment(capture_error);
+  if (!capture_error.empty()) {
+    std::fprintf(stderr, "softverbs: %s\n", capture_error.c_str());
+    err = EINVAL;
+    return nullptr;
+  }
+  if (capture) injector->set_observer(capture.get());
   Config config;
   config.fault_injector = injector.get();
   config.wire = std::move(injector);
@@ -304,6 +315,7 @@ Engine* Engine::process(Errno& err) {
   config.multicast = std::make_unique<RegistryMulticastDirectory>(*registry);
   config.cm_ports = std::make_unique<RegistryCmPortDirectory>(*registry);
   config.keepalive = registry;
+  config.capture = capture;
   g_process_engine = new Engine(std::move(config));
   g_process_engine->start_control_server();
   err = 0;
@@ -368,7 +380,7 @@ WcStatus Engine::transmit_gathered(const WireAddress& dst, const packet::Headers
 
 bool Engine::runs_allowed(const WireAddress& dst) {
   if (!runs_enabled_) return false;
-  if (fault_injector_ && fault_injector_->has_rules()) return false;  // every packet counts
+  if (fault_injector_ && fault_injector_->sees_every_packet()) return false;
   return wire_->accepts_runs(dst);
 }
 
@@ -384,7 +396,7 @@ void Engine::refuse_runs() {
 }
 
 void Engine::fault_plan_changed() {
-  const bool faults = fault_injector_ && fault_injector_->has_rules();
+  const bool faults = fault_injector_ && fault_injector_->sees_every_packet();
   wire_->set_accepting_runs(runs_enabled_ && !faults &&
                             !runs_refused_here_.load(std::memory_order_relaxed));
 }

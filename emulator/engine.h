@@ -98,6 +98,9 @@ class Engine {
     bool progress_thread = true;
     // Kept alive as long as the engine (e.g. the shm registry behind qpns).
     std::shared_ptr<void> keepalive;
+    // The packet capture observing the fault injector (capture/), if any:
+    // it outlives the wire.
+    std::shared_ptr<void> capture;
     // Set when `wire` is (or wraps) a fault injector.
     fault::FaultInjector* fault_injector = nullptr;
   };
@@ -251,6 +254,7 @@ class Engine {
   std::unique_ptr<QpnSource> qpns_;
   const Clock* clock_;
   std::shared_ptr<void> keepalive_;
+  std::shared_ptr<void> capture_;  // destroyed after the wire (reset in ~Engine)
   fault::FaultInjector* fault_injector_ = nullptr;
   std::unique_ptr<control::ControlServer> control_server_;
 

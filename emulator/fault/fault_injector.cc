@@ -82,6 +82,7 @@ FaultCounts& FaultInjector::counts_for_locked(Direction direction) {
 bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame) {
   if (!has_tx_rules_.load(std::memory_order_relaxed) &&
       held_frames_.load(std::memory_order_relaxed) == 0) {
+    if (observer_) observer_->observe(Direction::kTx, frame, FrameFate::kPassed);
     return inner_->send(dst, frame);
   }
   Outcome outcome;
@@ -89,6 +90,7 @@ bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame)
     std::lock_guard lock(mutex_);
     outcome = admit_locked(Direction::kTx, dst, frame, clock_.now_ns());
   }
+  if (observer_) observe(Direction::kTx, frame, outcome);
   const std::span<const uint8_t> bytes =
       outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
   bool routed = true;  // a dropped or held frame counts as handed over
@@ -101,7 +103,8 @@ bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame)
 }
 
 bool FaultInjector::send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) {
-  if (!has_tx_rules_.load(std::memory_order_relaxed) &&
+  // An observer must see the bytes, so they cannot go straight to the wire.
+  if (!observer_ && !has_tx_rules_.load(std::memory_order_relaxed) &&
       held_frames_.load(std::memory_order_relaxed) == 0) {
     return inner_->send_with(dst, max_bytes, writer);
   }
@@ -110,7 +113,7 @@ bool FaultInjector::send_with(const WireAddress& dst, size_t max_bytes, FrameWri
 
 size_t FaultInjector::poll(const std::function<void(std::span<const uint8_t>)>& deliver,
                            size_t budget) {
-  if (!has_rx_rules_.load(std::memory_order_relaxed) &&
+  if (!observer_ && !has_rx_rules_.load(std::memory_order_relaxed) &&
       held_frames_.load(std::memory_order_relaxed) == 0) {
     return inner_->poll(deliver, budget);
   }
@@ -122,6 +125,7 @@ size_t FaultInjector::poll(const std::function<void(std::span<const uint8_t>)>& 
   }
   size_t delivered = 0;
   for (const HeldFrame& held : due) {
+    if (observer_) observer_->observe(held.direction, held.bytes, FrameFate::kReleased);
     if (held.direction == Direction::kTx) {
       inner_->send(held.dst, held.bytes);
     } else {
@@ -153,12 +157,31 @@ size_t FaultInjector::receive(std::span<const uint8_t> frame,
     std::lock_guard lock(mutex_);
     outcome = admit_locked(Direction::kRx, WireAddress{}, frame, clock_.now_ns());
   }
+  if (observer_) observe(Direction::kRx, frame, outcome);
   const std::span<const uint8_t> bytes =
       outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
   for (int i = 0; i < outcome.copies; ++i) deliver(bytes);
   for (const HeldFrame& held : outcome.released) deliver(held.bytes);
   // A dropped or held frame still counts as handled (see poll()).
   return std::max<size_t>(1, outcome.copies + outcome.released.size());
+}
+
+void FaultInjector::observe(Direction direction, std::span<const uint8_t> frame,
+                            const Outcome& outcome) {
+  const std::span<const uint8_t> bytes =
+      outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
+  if (outcome.held) {
+    observer_->observe(direction, frame, FrameFate::kHeld);
+  } else if (outcome.copies == 0) {
+    observer_->observe(direction, frame, FrameFate::kDropped);
+  } else {
+    observer_->observe(direction, bytes,
+                       outcome.corrupted.empty() ? FrameFate::kPassed : FrameFate::kCorrupted);
+    for (int i = 1; i < outcome.copies; ++i)
+      observer_->observe(direction, bytes, FrameFate::kDuplicate);
+  }
+  for (const HeldFrame& held : outcome.released)
+    observer_->observe(direction, held.bytes, FrameFate::kReleased);
 }
 
 void FaultInjector::wait(uint64_t timeout_ns) {
@@ -212,6 +235,7 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
     case Action::kDelay: {
       count(&FaultCounts::delayed);
       outcome.copies = 0;
+      outcome.held = true;
       const uint64_t jitter = rule->jitter_ns ? random_.below(rule->jitter_ns + 1) : 0;
       hold_locked(HeldFrame{direction, dst, {frame.begin(), frame.end()},
                             now_ns + rule->delay_ns + jitter, 0});
@@ -220,6 +244,7 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
     case Action::kReorder:
       count(&FaultCounts::reordered);
       outcome.copies = 0;
+      outcome.held = true;
       hold_locked(HeldFrame{direction, dst, {frame.begin(), frame.end()},
                             now_ns + kReorderReleaseAfterNs, rule->reorder_depth});
       break;

@@ -26,6 +26,7 @@
 
 #include "emulator/clock.h"
 #include "emulator/fault/fault_plan.h"
+#include "emulator/fault/frame_observer.h"
 #include "emulator/fault/random.h"
 #include "emulator/wire/wire.h"
 
@@ -70,6 +71,14 @@ class FaultInjector final : public Wire {
   Counters fault_counters() const;
 
   Wire& inner() { return *inner_; }
+
+  // Every frame sent or received from now on is shown to `observer` with
+  // its fate (frame_observer.h). Set once, before traffic; it must outlive
+  // the injector.
+  void set_observer(FrameObserver* observer) { observer_ = observer; }
+  bool observed() const { return observer_ != nullptr; }
+  // Every packet must be a frame of its own: for rules or an observer to see.
+  bool sees_every_packet() const { return observed() || has_rules(); }
 
   // Wire.
   bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
@@ -116,6 +125,7 @@ class FaultInjector final : public Wire {
   // What becomes of one frame: sent/delivered `copies` times (as
   // `corrupted` if that is not empty), then the held frames it released.
   struct Outcome {
+    bool held = false;  // by a delay or reorder rule
     int copies = 1;
     std::vector<uint8_t> corrupted;
     std::vector<HeldFrame> released;
@@ -126,6 +136,9 @@ class FaultInjector final : public Wire {
     uint64_t injected = 0;  // for limit
   };
 
+  // Shows the observer one frame's outcome: its copies (or its drop or
+  // hold), then the held frames it released.
+  void observe(Direction direction, std::span<const uint8_t> frame, const Outcome& outcome);
   Outcome admit_locked(Direction direction, const WireAddress& dst,
                        std::span<const uint8_t> frame, uint64_t now_ns);
   const Rule* choose_rule_locked(Direction direction, std::span<const uint8_t> frame);
@@ -143,6 +156,7 @@ class FaultInjector final : public Wire {
   FaultCounts& counts_for_locked(Direction direction);
 
   const std::unique_ptr<Wire> inner_;
+  FrameObserver* observer_ = nullptr;
   const Clock& clock_;
 
   mutable std::mutex mutex_;  // guards everything below but the atomics

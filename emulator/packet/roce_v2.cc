@@ -103,20 +103,29 @@ std::span<const uint8_t> ib_to_roce_v2(std::span<const uint8_t> frame,
   std::memcpy(addressing.source.data(), g + 8, 16);
   std::memcpy(addressing.destination.data(), g + 24, 16);
   addressing.traffic_class = static_cast<uint8_t>((g[0] & 0x0f) << 4 | g[1] >> 4);
+  return transport_to_roce_v2(frame.subspan(kBthOffset), icrc_damage(frame), addressing, out);
+}
+
+uint32_t icrc_damage(std::span<const uint8_t> frame) {
+  if (frame.size() < kIcrcBytes) return 0;
+  return load_icrc(frame.data() + frame.size() - kIcrcBytes) ^
+         icrc_ib(frame.first(frame.size() - kIcrcBytes));
+}
+
+std::span<const uint8_t> transport_to_roce_v2(std::span<const uint8_t> transport,
+                                              uint32_t damage,
+                                              const RoceV2Addressing& addressing,
+                                              std::span<uint8_t> out) {
   const bool ipv4 = is_ipv4_mapped(addressing.source);
   if (ipv4 != is_ipv4_mapped(addressing.destination)) return {};
-
-  const size_t payload_bytes = frame.size() - kBthOffset;  // BTH .. ICRC
+  if (transport.size() < kBthBytes + kIcrcBytes) return {};
+  const size_t payload_bytes = transport.size();  // BTH .. ICRC
   const size_t headers = ip_header_bytes(ipv4) + kUdpHeaderBytes;
   if (out.size() < headers + payload_bytes) return {};
   uint8_t* bth = out.data() + headers;
-  std::memcpy(bth, frame.data() + kBthOffset, payload_bytes - kIcrcBytes);
+  std::memcpy(bth, transport.data(), payload_bytes - kIcrcBytes);
   uint8_t* ip = put_ip_udp_headers(bth, addressing, ipv4, payload_bytes);
   const size_t covered = headers + payload_bytes - kIcrcBytes;
-  // A frame damaged on its way here (an injected corruption) must stay
-  // detectably damaged: the new ICRC is off by as much as the old one was.
-  const uint32_t damage = load_icrc(frame.data() + frame.size() - kIcrcBytes) ^
-                          icrc_ib(frame.first(frame.size() - kIcrcBytes));
   store_icrc(bth + payload_bytes - kIcrcBytes, icrc_roce_v2(std::span(ip, covered)) ^ damage);
   return std::span<const uint8_t>(bth, payload_bytes);
 }

@@ -56,6 +56,18 @@ uint16_t roce_v2_source_port(uint32_t destination_qpn);
 std::span<const uint8_t> ib_to_roce_v2(std::span<const uint8_t> frame,
                                        RoceV2Addressing& addressing, std::span<uint8_t> out);
 
+// How far an IB frame's stored ICRC is off the right one (0: intact).
+uint32_t icrc_damage(std::span<const uint8_t> frame);
+
+// The UDP payload of a RoCEv2 packet from the transport part of a frame
+// (BTH ... ICRC) and the addressing, into `out`; the ICRC is computed anew
+// and then off by `damage` (icrc_damage of the frame it came from, so a
+// damaged frame stays damaged). Empty when the GIDs mix IPv4 and IPv6.
+std::span<const uint8_t> transport_to_roce_v2(std::span<const uint8_t> transport,
+                                              uint32_t damage,
+                                              const RoceV2Addressing& addressing,
+                                              std::span<uint8_t> out);
+
 // Checks the ICRC of a received RoCEv2 UDP payload and turns it into an IB
 // global frame in `out` (at least payload size + kRoceV2MaxHeaderBytes
 // bytes), LIDs 0. Returns kNone and sets `frame` to it, or kTruncated (too

@@ -52,7 +52,8 @@ for help in --help -h help; do
   run_cli "$cli" $help
   expect 0 "$out" 'run \[--devices N\] \[--\[no-\]device-files\] -- PROGRAM' "$help"
   expect 0 "$out" 'devices' "$help lists devices"
-  expect 0 "$out" 'planned.*capture' "$help names the planned commands"
+  expect 0 "$out" 'capture -o FILE' "$help lists capture"
+  expect 0 "$out" 'topo \[--name NAME\]' "$help lists topo"
   expect 0 "$out" 'fault \[--pid PID\]' "$help lists fault"
 done
 
@@ -70,7 +71,17 @@ expect 2 "$err" "unknown command 'frobnicate'" "unknown command"
 expect 2 "$err" 'usage: softverbs COMMAND' "unknown command shows usage"
 
 run_cli "$cli" capture
-expect 2 "$err" "'capture' is planned but not built yet" "planned command capture"
+expect 2 "$err" "say where to write with -o FILE.pcapng" "capture without a file"
+run_cli "$cli" capture -o x.pcapng
+expect 2 "$err" "no program given" "capture without a program"
+run_cli "$cli" capture -o x.pcapng --qp twelve -- true
+expect 2 "$err" "is not a QP number" "capture with a bad QP number"
+run_cli "$cli" capture --bogus
+expect 2 "$err" "unknown option '--bogus'" "capture with an unknown option"
+run_cli "$cli" topo up
+expect 2 "$err" "give a host number" "topo up without a count"
+run_cli "$cli" topo sideways
+expect 2 "$err" "unknown action 'sideways'" "topo with an unknown action"
 
 # --- control requests: misuse, and no program to talk to -----------------
 ctl_env=(SOFTVERBS_SHM_PREFIX="svcli$$")

@@ -8,6 +8,7 @@
 #include "harness/cli/devices_command.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/listeners_command.h"
+#include "harness/cli/capture_command.h"
 #include "harness/cli/reset_command.h"
 #include "harness/cli/topo_command.h"
 #include "harness/cli/run_command.h"
@@ -15,8 +16,6 @@
 
 namespace softverbs::cli {
 namespace {
-
-bool is_planned_command(std::string_view word) { return word == "capture"; }
 
 int help_command(std::span<char* const> args) {
   if (args.empty()) {
@@ -34,11 +33,13 @@ int help_command(std::span<char* const> args) {
     print_reset_usage(stdout);
   } else if (topic == "topo") {
     print_topo_usage(stdout);
+  } else if (topic == "capture") {
+    print_capture_usage(stdout);
   } else if (topic == "stats" || topic == "fault" || topic == "port" || topic == "rnr") {
     print_control_usage(stdout);
   } else {
     return usage_error("help: no command named '" + std::string(topic) + "'",
-                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr|reset|topo]");
+                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr|reset|topo|capture]");
   }
   return kExitSuccess;
 }
@@ -56,10 +57,8 @@ int dispatch(std::span<char* const> words) {
   if (command == "rnr") return rnr_command(rest);
   if (command == "reset") return reset_command(rest);
   if (command == "topo") return topo_command(rest);
+  if (command == "capture") return capture_command(rest);
   if (command == "help" || command == "--help" || command == "-h") return help_command(rest);
-  if (is_planned_command(command))
-    return usage_error("'" + std::string(command) + "' is planned but not built yet",
-                       "commands that exist: run, devices, listeners, stats, fault, port, rnr, reset, topo, help");
   return usage_error("unknown command '" + std::string(command) + "'");
 }
 

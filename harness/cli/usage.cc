@@ -31,9 +31,10 @@ void print_usage(std::FILE* out) {
       "  topo [--name NAME] up N | down | show | exec N -- PROGRAM [ARGS...]\n"
       "                 hosts on this machine (network namespaces, root) for the\n"
       "                 UDP wire between RoCE devices\n"
+      "  capture -o FILE [--device NAME] [--qp N]... -- PROGRAM [ARGS...]\n"
+      "                 run PROGRAM with every packet of its soft devices written\n"
+      "                 to FILE (pcapng: RoCEv2 or InfiniBand, for tshark/Wireshark)\n"
       "  help [COMMAND] show this text, or the text of one command\n"
-      "\n"
-      "planned, not built yet: capture (packets to pcap)\n"
       "\n"
       "environment:\n"
       "  SOFTVERBS_DEVICES     number of soft devices, 0..16 (default 1)\n"
@@ -124,6 +125,30 @@ void print_topo_usage(std::FILE* out) {
       "  SOFTVERBS_LINK_LAYER=eth softverbs topo exec 2 -- softverbs run -- ibv_rc_pingpong -g 3 &\n"
       "  SOFTVERBS_LINK_LAYER=eth softverbs topo exec 1 -- softverbs run -- ibv_rc_pingpong -g 3 198.18.0.2\n"
       "  softverbs topo down\n",
+      out);
+}
+
+void print_capture_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs capture -o FILE [--device NAME] [--qp N]... [--limit-mb N]\n"
+      "                         -- PROGRAM [ARGS...]\n"
+      "\n"
+      "Runs PROGRAM as 'softverbs run' does and writes every packet its soft devices\n"
+      "send and receive, on every wire (shared memory and UDP), to FILE in pcapng.\n"
+      "RoCE packets appear as on a network: Ethernet, IPv4 or IPv6, UDP 4791, BTH...,\n"
+      "ICRC; packets of InfiniBand devices on an InfiniBand interface, LRH first.\n"
+      "A packet a fault plan dropped, duplicated, corrupted or delayed carries a\n"
+      "comment saying so. Long messages travel as separate packets while capturing.\n"
+      "A second process of the program (a child) writes FILE-<pid> beside it.\n"
+      "\n"
+      "  --device NAME   only packets from or to this soft device\n"
+      "  --qp N          only packets addressed to QP N (repeat for more QPs)\n"
+      "  --limit-mb N    stop writing after N MiB (default 256)\n"
+      "\n"
+      "example:\n"
+      "  softverbs capture -o server.pcapng -- ibv_rc_pingpong &\n"
+      "  softverbs run -- ibv_rc_pingpong localhost\n"
+      "  tshark -r server.pcapng\n",
       out);
 }
 
