@@ -212,6 +212,11 @@ uint8_t DeviceDescription::port_of_gid(const Gid& gid) const {
   return 0;
 }
 
+const DeviceDescription* find_device_by_index(uint32_t index) {
+  const std::vector<DeviceDescription>& devices = catalog().devices;
+  return index < devices.size() ? &devices[index] : nullptr;
+}
+
 const DeviceDescription* find_device_by_lid(uint16_t lid) {
   for (const auto& d : catalog().devices)
     if (d.port_of_lid(lid) != 0) return &d;

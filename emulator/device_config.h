@@ -82,6 +82,8 @@ struct DeviceDescription {
 // Returns an empty list and sets `error` to a readable reason on bad values.
 std::vector<DeviceDescription> configured_devices(std::string* error = nullptr);
 
+// The configured device with this index, or nullptr.
+const DeviceDescription* find_device_by_index(uint32_t index);
 // Finds the local device that owns this LID or GID, or nullptr.
 const DeviceDescription* find_device_by_lid(uint16_t lid);
 const DeviceDescription* find_device_by_gid(const Gid& gid);

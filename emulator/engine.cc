@@ -272,7 +272,15 @@ std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local,
     if (!router || packet::decode_ib(frame, p) != packet::DecodeError::kNone) return false;
     return router(p.payload, p.headers.grh.dgid, *ports, qpn);
   };
-  return std::make_unique<RoutedWire>(std::move(local), std::move(udp), owner, gsi);
+  auto interface_of = [](const Gid& address) -> uint32_t {
+    const DeviceDescription* d = find_device_by_gid(address);
+    if (!d) return 0;
+    for (const GidEntry& entry : d->gids)
+      if (entry.gid == address) return entry.ifindex;
+    return 0;
+  };
+  return std::make_unique<RoutedWire>(std::move(local), std::move(udp),
+                                      RoutedWire::Routing{owner, gsi, interface_of});
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "emulator/device_config.h"
 #include "emulator/engine.h"
 #include "emulator/multicast_directory.h"
+#include "emulator/packet/roce_v2.h"
 #include "emulator/qp_impl.h"
 #include "emulator/wire/shm_registry_layout.h"
 
@@ -56,6 +58,17 @@ Errno Engine::attach_multicast(QpImpl& qp, const Gid& gid, uint16_t lid) {
     if (a.qp == &qp && a.gid == gid && a.lid == lid) return 0;  // attached already
   if (Errno err = multicast_->attach(qp.device_index, gid, lid, qp.qpn)) return err;
   local_multicast_.push_back(LocalAttachment{gid, lid, &qp});
+  // A RoCE group is an IP multicast group: other hosts' members are reached
+  // through the wire, which joins it on the device's interfaces.
+  if (const DeviceDescription* d = find_device_by_index(qp.device_index);
+      d && d->link_layer == LinkLayer::kEthernet && packet::is_ip_multicast(gid)) {
+    std::vector<uint32_t> ifindexes;
+    for (const GidEntry& entry : d->gids)
+      if (entry.ifindex && std::find(ifindexes.begin(), ifindexes.end(), entry.ifindex) ==
+                               ifindexes.end())
+        ifindexes.push_back(entry.ifindex);
+    wire_->joined_multicast(qp.device_index, gid, qp.qpn, ifindexes);
+  }
   return 0;
 }
 
@@ -67,6 +80,7 @@ Errno Engine::detach_multicast(QpImpl& qp, const Gid& gid, uint16_t lid) {
                          });
   if (it == local_multicast_.end()) return EINVAL;
   local_multicast_.erase(it);
+  wire_->left_multicast(qp.device_index, gid, qp.qpn);
   return multicast_->detach(qp.device_index, gid, lid, qp.qpn);
 }
 
@@ -74,6 +88,7 @@ void Engine::detach_all_multicast(QpImpl& qp) {
   std::lock_guard lock(intake_mutex_);
   std::erase_if(local_multicast_, [&](const LocalAttachment& a) {
     if (a.qp != &qp) return false;
+    wire_->left_multicast(qp.device_index, a.gid, qp.qpn);
     multicast_->detach(qp.device_index, a.gid, a.lid, qp.qpn);
     return true;
   });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "emulator/packet/roce_v2.h"
 #include "emulator/qp_impl.h"
 
 namespace softverbs {
@@ -311,6 +312,17 @@ Requester::Step Requester::send_datagram() {
                                  multicast_routes_);
     for (const MulticastRoute& route : multicast_routes_)
       if (WcStatus st = transmit_datagram(w, h, WireAddress{route.device_index, route.qpn});
+          st != WcStatus::kSuccess)
+        return local_error(w, st);
+    // A RoCE group also has members on other hosts: one copy to the group's
+    // IP address, which the network hands to each of them. Not from a
+    // loopback address: that reaches no other host, and this host's
+    // members have theirs already.
+    if (w.ud.av.is_global && packet::is_ip_multicast(w.ud.av.dgid) &&
+        qp_.hca->description().link_layer == LinkLayer::kEthernet &&
+        !packet::is_ip_loopback(h.grh.sgid))
+      if (WcStatus st = transmit_datagram(w, h, WireAddress{WireAddress::kOffHost,
+                                                            Engine::kMulticastQpn});
           st != WcStatus::kSuccess)
         return local_error(w, st);
   } else if (w.ud.device_index == Ah::kNoDevice) {

@@ -98,6 +98,13 @@ class FaultInjector final : public Wire {
   bool end_application_poll() override { return inner_->end_application_poll(); }
   bool application_polling() const override { return inner_->application_polling(); }
   bool accepts_runs(const WireAddress& dst) override { return inner_->accepts_runs(dst); }
+  void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
+                        std::span<const uint32_t> ifindexes) override {
+    inner_->joined_multicast(device_index, gid, member_qpn, ifindexes);
+  }
+  void left_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn) override {
+    inner_->left_multicast(device_index, gid, member_qpn);
+  }
   void set_accepting_runs(bool accepting) override { inner_->set_accepting_runs(accepting); }
   // True while the plan has any rule: then every packet must be a frame of
   // its own, for the rules to see.

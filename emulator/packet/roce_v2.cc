@@ -86,6 +86,16 @@ bool is_ipv4_mapped(const Gid& gid) {
   return std::memcmp(gid.data(), kPrefix, sizeof kPrefix) == 0;
 }
 
+bool is_ip_multicast(const Gid& gid) {
+  return is_ipv4_mapped(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
+}
+
+bool is_ip_loopback(const Gid& gid) {
+  if (is_ipv4_mapped(gid)) return gid[12] == 127;
+  static constexpr Gid kIpv6Loopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return gid == kIpv6Loopback;
+}
+
 uint16_t roce_v2_source_port(uint32_t destination_qpn) {
   // The upper quarter of the port space (49152-65535, the dynamic ports),
   // 14 bits of a multiplicative hash of the QPN.

@@ -42,6 +42,10 @@ struct RoceV2Addressing {
 };
 
 bool is_ipv4_mapped(const Gid& gid);
+// An IP multicast address: IPv4 224.0.0.0/4 (mapped) or IPv6 ff00::/8.
+bool is_ip_multicast(const Gid& gid);
+// A loopback address: IPv4 127.0.0.0/8 (mapped) or ::1.
+bool is_ip_loopback(const Gid& gid);
 
 // The UDP source port of a flow: RoCEv2 leaves it to the sender as entropy
 // for ECMP; one port per destination QP keeps each flow's packets in order.

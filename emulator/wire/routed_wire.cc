@@ -1,5 +1,6 @@
 #include "emulator/wire/routed_wire.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -12,18 +13,17 @@ namespace softverbs {
 namespace {
 
 constexpr size_t kPollBatch = 16;
-// Where a global IB frame keeps its DGID and its BTH's DestQP.
+constexpr uint32_t kMulticastQpn = 0xffffff;  // IBTA 10.5.2.3
+// Where a global IB frame keeps its SGID, DGID and its BTH's DestQP.
+constexpr size_t kSgidOffset = packet::kLrhBytes + 8;
 constexpr size_t kDgidOffset = packet::kLrhBytes + 24;
 constexpr size_t kDestQpOffset = packet::kLrhBytes + packet::kGrhBytes + 5;
 
 }  // namespace
 
 RoutedWire::RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp,
-                       AddressOwner owner, GsiRouter gsi_router)
-    : local_(std::move(local)),
-      udp_(std::move(udp)),
-      owner_(std::move(owner)),
-      gsi_router_(std::move(gsi_router)) {
+                       Routing routing)
+    : local_(std::move(local)), udp_(std::move(udp)), routing_(std::move(routing)) {
   forward_fn_ = [this](std::span<const uint8_t> frame) { forward(frame); };
   receive_thread_ = start_internal_thread([this] { receive_thread_main(); });
 }
@@ -45,15 +45,16 @@ size_t RoutedWire::pull_udp(size_t budget) { return udp_->receive(forward_fn_, b
 
 // A frame from another host: to the local owner of its destination QP.
 void RoutedWire::forward(std::span<const uint8_t> frame) {
+  const uint32_t qpn = uint32_t{frame[kDestQpOffset]} << 16 |
+                       uint32_t{frame[kDestQpOffset + 1]} << 8 | frame[kDestQpOffset + 2];
+  if (qpn == kMulticastQpn) return forward_to_group_members(frame);
   Gid dgid;
   std::memcpy(dgid.data(), frame.data() + kDgidOffset, dgid.size());
   uint32_t device = 0;
-  if (!owner_(dgid, device)) {
+  if (!routing_.owner(dgid, device)) {
     dropped_not_here_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const uint32_t qpn = uint32_t{frame[kDestQpOffset]} << 16 |
-                       uint32_t{frame[kDestQpOffset + 1]} << 8 | frame[kDestQpOffset + 2];
   if (qpn == kGsiQpn) return forward_to_gsi_owner(WireAddress{device, qpn}, frame);
   local_->send(WireAddress{device, qpn}, frame);
 }
@@ -63,7 +64,8 @@ void RoutedWire::forward(std::span<const uint8_t> frame) {
 void RoutedWire::forward_to_gsi_owner(const WireAddress& qp1, std::span<const uint8_t> frame) {
   uint32_t owner_qpn = 0;
   std::array<uint8_t, packet::kMaxFrameBytes> copy;
-  if (frame.size() > copy.size() || !gsi_router_ || !gsi_router_(frame, owner_qpn)) {
+  if (frame.size() > copy.size() || !routing_.gsi_router ||
+      !routing_.gsi_router(frame, owner_qpn)) {
     dropped_gsi_unclaimed_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -76,10 +78,51 @@ void RoutedWire::forward_to_gsi_owner(const WireAddress& qp1, std::span<const ui
   local_->send(WireAddress{qp1.device_index, owner_qpn}, std::span(copy.data(), frame.size()));
 }
 
+// Every host that has members got the datagram (IP multicast); this
+// process hands it to one of its own member QPs, if it has any.
+void RoutedWire::forward_to_group_members(std::span<const uint8_t> frame) {
+  Gid group;
+  std::memcpy(group.data(), frame.data() + kDgidOffset, group.size());
+  WireAddress member{};
+  {
+    std::lock_guard lock(memberships_mutex_);
+    auto it = std::find_if(memberships_.begin(), memberships_.end(),
+                           [&](const Membership& m) { return m.gid == group; });
+    if (it == memberships_.end()) return;  // another process's group
+    member = WireAddress{it->device_index, it->member_qpn};
+  }
+  local_->send(member, frame);
+}
+
+void RoutedWire::joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
+                                  std::span<const uint32_t> ifindexes) {
+  std::lock_guard lock(memberships_mutex_);
+  memberships_.push_back(
+      Membership{device_index, gid, member_qpn, {ifindexes.begin(), ifindexes.end()}});
+  for (uint32_t ifindex : ifindexes) udp_->join_group(gid, ifindex);
+}
+
+void RoutedWire::left_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn) {
+  std::lock_guard lock(memberships_mutex_);
+  auto it = std::find_if(memberships_.begin(), memberships_.end(), [&](const Membership& m) {
+    return m.device_index == device_index && m.gid == gid && m.member_qpn == member_qpn;
+  });
+  if (it == memberships_.end()) return;
+  for (uint32_t ifindex : it->ifindexes) udp_->leave_group(gid, ifindex);
+  memberships_.erase(it);
+}
+
 bool RoutedWire::send(const WireAddress& dst, std::span<const uint8_t> frame) {
   if (dst.device_index != WireAddress::kOffHost) return local_->send(dst, frame);
   sent_off_host_.store(true, std::memory_order_relaxed);
-  return udp_->send(frame);
+  // A group is sent to out of the interface of the source address.
+  uint32_t ifindex = 0;
+  if (dst.qpn == kMulticastQpn && frame.size() > kDgidOffset) {
+    Gid sgid;
+    std::memcpy(sgid.data(), frame.data() + kSgidOffset, sgid.size());
+    ifindex = routing_.interface_of(sgid);
+  }
+  return udp_->send(frame, ifindex);
 }
 
 bool RoutedWire::send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) {

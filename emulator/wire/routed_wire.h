@@ -16,6 +16,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <thread>
 
 #include "emulator/types.h"
@@ -30,9 +32,16 @@ class RoutedWire final : public Wire {
   using AddressOwner = std::function<bool(const Gid& address, uint32_t& device_index)>;
   // Which local QP a frame to QP1 is for (gsi_routing.h), if any.
   using GsiRouter = std::function<bool(std::span<const uint8_t> frame, uint32_t& qpn)>;
+  // The interface an address of this host is on (0: unknown).
+  using InterfaceOf = std::function<uint32_t(const Gid& address)>;
 
-  RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp, AddressOwner owner,
-             GsiRouter gsi_router);
+  struct Routing {
+    AddressOwner owner;
+    GsiRouter gsi_router;
+    InterfaceOf interface_of;
+  };
+
+  RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp, Routing routing);
   ~RoutedWire() override;
 
   bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
@@ -48,6 +57,9 @@ class RoutedWire final : public Wire {
   bool accepts_runs(const WireAddress& dst) override;
   void set_accepting_runs(bool accepting) override { local_->set_accepting_runs(accepting); }
   bool has_deferred() const override { return local_->has_deferred(); }
+  void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
+                        std::span<const uint32_t> ifindexes) override;
+  void left_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn) override;
   WireCounters counters() const override;
 
   Wire& local() { return *local_; }
@@ -57,12 +69,22 @@ class RoutedWire final : public Wire {
   size_t pull_udp(size_t budget);
   void forward(std::span<const uint8_t> frame);
   void forward_to_gsi_owner(const WireAddress& qp1, std::span<const uint8_t> frame);
+  void forward_to_group_members(std::span<const uint8_t> frame);
   void receive_thread_main();
 
   std::unique_ptr<Wire> local_;
   std::unique_ptr<UdpWire> udp_;
-  AddressOwner owner_;
-  GsiRouter gsi_router_;
+  Routing routing_;
+  // The groups QPs of this process are in: a datagram to one is handed to
+  // the first member's QP, and the engine gives every member here a copy.
+  struct Membership {
+    uint32_t device_index;
+    Gid gid;
+    uint32_t member_qpn;
+    std::vector<uint32_t> ifindexes;
+  };
+  std::mutex memberships_mutex_;
+  std::vector<Membership> memberships_;
   std::function<void(std::span<const uint8_t>)> forward_fn_;
   std::atomic<bool> sent_off_host_{false};
   std::atomic<bool> stopping_{false};

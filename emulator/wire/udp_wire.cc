@@ -52,12 +52,14 @@ int bound_socket(bool ipv4, uint16_t port, Errno& err) {
   }
   set_int(fd, SOL_SOCKET, SO_REUSEPORT, 1);
   if (ipv4) {
+    set_int(fd, IPPROTO_IP, IP_MULTICAST_LOOP, 0);
     set_int(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
     set_int(fd, IPPROTO_IP, IP_PKTINFO, 1);
     set_int(fd, IPPROTO_IP, IP_RECVTOS, 1);
     set_int(fd, IPPROTO_IP, IP_RECVTTL, 1);
   } else {
     set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+    set_int(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, 0);
     set_int(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
     set_int(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
     set_int(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
@@ -232,7 +234,7 @@ int UdpWire::socket_for(bool ipv4, uint16_t source_port) {
   return fd >= 0 ? fd : fallback;
 }
 
-bool UdpWire::send(std::span<const uint8_t> frame) {
+bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
   thread_local std::array<uint8_t, kDatagramBytes + packet::kRoceV2MaxHeaderBytes> buffer;
   RoceV2Addressing a;
   a.destination_port = port_;
@@ -276,6 +278,7 @@ bool UdpWire::send(std::span<const uint8_t> frame) {
     c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
     in_pktinfo info{};
     std::memcpy(&info.ipi_spec_dst, a.source.data() + 12, 4);
+    if (packet::is_ip_multicast(a.destination)) info.ipi_ifindex = static_cast<int>(multicast_ifindex);
     std::memcpy(CMSG_DATA(c), &info, sizeof info);
     c = CMSG_NXTHDR(&m, c);
     c->cmsg_level = IPPROTO_IP;
@@ -293,6 +296,7 @@ bool UdpWire::send(std::span<const uint8_t> frame) {
     c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
     in6_pktinfo info{};
     std::memcpy(&info.ipi6_addr, a.source.data(), 16);
+    if (packet::is_ip_multicast(a.destination)) info.ipi6_ifindex = multicast_ifindex;
     std::memcpy(CMSG_DATA(c), &info, sizeof info);
     c = CMSG_NXTHDR(&m, c);
     c->cmsg_level = IPPROTO_IPV6;
@@ -363,6 +367,47 @@ size_t UdpWire::receive_from(int fd, const std::function<void(std::span<const ui
       deliver(frame);
   }
   return static_cast<size_t>(n);
+}
+
+// Membership is the socket's, for every interface it names; joins are
+// counted so that the last QP to leave ends it.
+void UdpWire::join_group(const Gid& group, uint32_t ifindex) {
+  std::lock_guard lock(groups_mutex_);
+  for (auto& [key, joins] : groups_)
+    if (key.first == group && key.second == ifindex) {
+      ++joins;
+      return;
+    }
+  groups_.push_back({{group, ifindex}, 1});
+  set_membership(group, ifindex, true);
+}
+
+void UdpWire::leave_group(const Gid& group, uint32_t ifindex) {
+  std::lock_guard lock(groups_mutex_);
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    if (it->first.first != group || it->first.second != ifindex) continue;
+    if (--it->second == 0) {
+      set_membership(group, ifindex, false);
+      groups_.erase(it);
+    }
+    return;
+  }
+}
+
+void UdpWire::set_membership(const Gid& group, uint32_t ifindex, bool member) {
+  if (packet::is_ipv4_mapped(group)) {
+    ip_mreqn request{};
+    std::memcpy(&request.imr_multiaddr, group.data() + 12, 4);
+    request.imr_ifindex = static_cast<int>(ifindex);
+    setsockopt(ipv4_fd_, IPPROTO_IP, member ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP, &request,
+               sizeof request);
+  } else if (ipv6_fd_ >= 0) {
+    ipv6_mreq request{};
+    std::memcpy(&request.ipv6mr_multiaddr, group.data(), 16);
+    request.ipv6mr_interface = ifindex;
+    setsockopt(ipv6_fd_, IPPROTO_IPV6, member ? IPV6_ADD_MEMBERSHIP : IPV6_DROP_MEMBERSHIP,
+               &request, sizeof request);
+  }
 }
 
 void UdpWire::wait_readable() {

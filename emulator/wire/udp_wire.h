@@ -54,9 +54,17 @@ class UdpWire {
   UdpWire(const UdpWire&) = delete;
   UdpWire& operator=(const UdpWire&) = delete;
 
-  // Sends one IB global frame as a RoCEv2 packet from its SGID to its DGID.
-  // False (and counted) when it is no global frame or the socket refuses it.
-  bool send(std::span<const uint8_t> frame);
+  // Sends one IB global frame as a RoCEv2 packet from its SGID to its DGID
+  // (to a multicast DGID out of interface `multicast_ifindex`). False (and
+  // counted) when it is no global frame or the socket refuses it.
+  bool send(std::span<const uint8_t> frame, uint32_t multicast_ifindex = 0);
+
+  // Joins (leaves) IP multicast group `group` (IPv4-mapped or IPv6) on an
+  // interface, counting joins: datagrams to the group's port then arrive
+  // here. Datagrams this host sends to a group do not loop back: its own
+  // members get theirs over shared memory.
+  void join_group(const Gid& group, uint32_t ifindex);
+  void leave_group(const Gid& group, uint32_t ifindex);
 
   // Receives up to `budget` waiting datagrams without blocking and hands
   // each good one, as an IB global frame, to `deliver`. Returns how many it
@@ -81,6 +89,7 @@ class UdpWire {
   explicit UdpWire(uint16_t port);
 
   int socket_for(bool ipv4, uint16_t source_port);
+  void set_membership(const Gid& group, uint32_t ifindex, bool member);
   size_t receive_from(int fd, const std::function<void(std::span<const uint8_t>)>& deliver,
                       size_t budget);
 
@@ -92,6 +101,9 @@ class UdpWire {
 
   std::mutex source_ports_mutex_;
   std::unordered_map<uint32_t, int> source_port_fds_;  // (ipv4 << 16 | port) -> fd, -1: none
+
+  std::mutex groups_mutex_;
+  std::vector<std::pair<std::pair<Gid, uint32_t>, uint32_t>> groups_;  // (group, ifindex) -> joins
 
   std::mutex receive_mutex_;
   std::unique_ptr<ReceiveBuffers> receive_buffers_;

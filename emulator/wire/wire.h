@@ -8,6 +8,8 @@
 #include <functional>
 #include <span>
 
+#include "emulator/types.h"
+
 namespace softverbs {
 
 // Where a frame goes: the destination port (device) and QP. The wire decides
@@ -94,6 +96,14 @@ class Wire {
   // process.
   virtual bool accepts_runs(const WireAddress& dst) { return false; }
   virtual void set_accepting_runs(bool accepting) {}
+
+  // A QP of this process joined (or left) multicast group `gid` of a
+  // device whose addresses are on the interfaces `ifindexes`: a wire that
+  // reaches other hosts joins the group there, and hands what arrives for it
+  // to `member_qpn`'s process (this one). Only for IP multicast GIDs.
+  virtual void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
+                                std::span<const uint32_t> ifindexes) {}
+  virtual void left_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn) {}
 
   // True while frames are held back waiting for room at their destination.
   virtual bool has_deferred() const = 0;

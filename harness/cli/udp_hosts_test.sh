@@ -5,8 +5,9 @@
 # GIDs, ibv_ud_pingpong, ib_send_lat and ib_write_bw, an RC pingpong that
 # loses 2% of its packets each way (injected drops) and still checks every
 # byte, and librdmacm programs connecting across hosts (rping with data
-# verified, rdma_client, rstream, ib_send_lat -R, udaddy, a refused
-# connection). The topology is removed however the test ends.
+# verified, rdma_client, rstream, ib_send_lat -R, udaddy, mckey with three
+# hosts, a refused connection). The topology is removed however the test
+# ends.
 #
 # Needs root (network namespaces): otherwise it exits 77, which ctest
 # reports as skipped. Every program runs under timeout(1).
@@ -131,6 +132,32 @@ cm_pair "rstream (rsockets)" "rstream -p @PORT@ -S 4096 -C 200" \
 cm_pair "ib_send_lat -R" "ib_send_lat -R -d softverbs0 -p @PORT@ -n 1000" \
   "ib_send_lat -R -d softverbs0 -p @PORT@ -n 1000 198.18.0.2"
 cm_pair "udaddy (SIDR)" "udaddy" "udaddy -s 198.18.0.2" 7174
+
+# mckey with three hosts: receivers on hosts 2 and 3 join an IP multicast
+# group, the sender on host 1 sends to it until both have their ten
+# datagrams (a datagram sent before a receiver joined is lost, as on a
+# network).
+mckey_receivers=()
+for host in 2 3; do
+  timeout --kill-after=5 60 "$cli" topo --name "$topo" exec "$host" -- "$cli" run -- \
+    mckey -m 239.1.2.3 -b "198.18.0.$host" -C 10 >"$logs/mckey.receiver$host.log" 2>&1 </dev/null &
+  mckey_receivers+=($!)
+done
+for _ in $(seq 1 40); do
+  sleep 0.25
+  kill -0 "${mckey_receivers[0]}" 2>/dev/null || kill -0 "${mckey_receivers[1]}" 2>/dev/null || break
+  timeout --kill-after=5 60 "$cli" topo --name "$topo" exec 1 -- "$cli" run -- \
+    mckey -m 239.1.2.3 -b 198.18.0.1 -s -C 10 >>"$logs/mckey.sender.log" 2>&1 </dev/null
+done
+mckey_ok=yes
+for pid in "${mckey_receivers[@]}"; do wait "$pid" || mckey_ok=no; done
+if [[ $mckey_ok == yes ]]; then
+  echo "ok: mckey, one sender and receivers on two other hosts"
+else
+  echo "FAILED: mckey across hosts"
+  tail -5 "$logs"/mckey.*.log
+  failures=$((failures + 1))
+fi
 
 # A port nobody listens on, on a host where someone listens: refused at once.
 timeout 60 "$cli" topo --name "$topo" exec 2 -- "$cli" run -- rping -s -a 198.18.0.2 -p 7174 -C 1 \
