@@ -305,6 +305,7 @@ Engine* Engine::process(Errno& err) {
   std::unique_ptr<Wire> wire = ShmWire::create(*registry, err);
   if (!wire) return nullptr;
   wire = with_udp_wire(std::move(wire), registry);
+  auto* routed = dynamic_cast<RoutedWire*>(wire.get());
   auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
   injector->set_plan(plan);
   std::string capture_error;
@@ -325,6 +326,10 @@ Engine* Engine::process(Errno& err) {
   config.keepalive = registry;
   config.capture = capture;
   g_process_engine = new Engine(std::move(config));
+  if (routed) {
+    routed->set_intake([engine = g_process_engine] { engine->progress(); });
+    g_process_engine->add_teardown_hook([routed] { routed->set_intake({}); });
+  }
   g_process_engine->start_control_server();
   err = 0;
   return g_process_engine;

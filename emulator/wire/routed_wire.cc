@@ -37,8 +37,22 @@ RoutedWire::~RoutedWire() {
 void RoutedWire::receive_thread_main() {
   while (!stopping_.load(std::memory_order_relaxed)) {
     udp_->wait_readable();
-    if (pull_udp(UdpWire::kReceiveBatch) == 0) std::this_thread::yield();
+    // Polling as an application thread does: frames forwarded to our own
+    // mailbox then ring no doorbell, since this thread serves them itself.
+    local_->begin_application_poll();
+    const size_t pulled = pull_udp(UdpWire::kReceiveBatch);
+    if (pulled != 0) {
+      std::lock_guard lock(intake_mutex_);
+      if (intake_) intake_();
+    }
+    if (local_->end_application_poll()) local_->wake();
+    if (pulled == 0) std::this_thread::yield();
   }
+}
+
+void RoutedWire::set_intake(std::function<void()> intake) {
+  std::lock_guard lock(intake_mutex_);
+  intake_ = std::move(intake);
 }
 
 size_t RoutedWire::pull_udp(size_t budget) { return udp_->receive(forward_fn_, budget); }

@@ -64,6 +64,13 @@ class RoutedWire final : public Wire {
 
   Wire& local() { return *local_; }
 
+  // Runs this process's packet intake (the engine's progress) on the
+  // receive thread right after it took datagrams off the sockets, so that a
+  // packet for a QP of this process, an RDMA WRITE to a program that spins
+  // on memory, is served without waking another thread.
+  // Any time; set_intake({}) returns once no intake runs any more.
+  void set_intake(std::function<void()> intake);
+
  private:
   // Takes waiting datagrams off the UDP sockets and hands them on.
   size_t pull_udp(size_t budget);
@@ -75,6 +82,8 @@ class RoutedWire final : public Wire {
   std::unique_ptr<Wire> local_;
   std::unique_ptr<UdpWire> udp_;
   Routing routing_;
+  std::mutex intake_mutex_;  // held while intake_ runs
+  std::function<void()> intake_;
   // The groups QPs of this process are in: a datagram to one is handed to
   // the first member's QP, and the engine gives every member here a copy.
   struct Membership {

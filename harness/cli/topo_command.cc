@@ -32,6 +32,9 @@ constexpr const char* kNetnsDirectory = "/run/netns/";
 
 struct Topology {
   std::string name = "sv";
+  // Jumbo frames, as RoCE networks are usually built: a 4096-byte IB MTU
+  // fits (1500 gives 1024).
+  int mtu = 9000;
   std::string fabric() const { return name + "-fabric"; }
   std::string host(int n) const { return name + "-host" + std::to_string(n); }
 };
@@ -90,11 +93,12 @@ bool add_host(const Topology& t, int n) {
   return ip({"netns", "add", ns}) &&
          ip({"link", "add", fabric_side, "netns", t.fabric(), "type", "veth", "peer", "name",
              "sv0", "netns", ns}) &&
-         ip({"-n", t.fabric(), "link", "set", fabric_side, "master", "br0", "up"}) &&
+         ip({"-n", t.fabric(), "link", "set", fabric_side, "mtu", std::to_string(t.mtu),
+             "master", "br0", "up"}) &&
          ip({"-n", ns, "link", "set", "lo", "up"}) &&
          ip({"-n", ns, "addr", "add", ipv4_of(n) + "/24", "dev", "sv0"}) &&
          ip({"-n", ns, "addr", "add", ipv6_of(n) + "/64", "dev", "sv0", "nodad"}) &&
-         ip({"-n", ns, "link", "set", "sv0", "up"});
+         ip({"-n", ns, "link", "set", "sv0", "mtu", std::to_string(t.mtu), "up"});
 }
 
 int topo_up(const Topology& t, int hosts) {
@@ -108,7 +112,7 @@ int topo_up(const Topology& t, int hosts) {
   }
   bool ok = ip({"netns", "add", t.fabric()}) &&
             ip({"-n", t.fabric(), "link", "add", "br0", "type", "bridge"}) &&
-            ip({"-n", t.fabric(), "link", "set", "br0", "up"});
+            ip({"-n", t.fabric(), "link", "set", "br0", "mtu", std::to_string(t.mtu), "up"});
   for (int n = 1; ok && n <= hosts; ++n) ok = add_host(t, n);
   if (!ok) {
     std::fprintf(stderr, "softverbs: topo up: failed; removing what was made\n");
@@ -180,7 +184,8 @@ bool valid_name(std::string_view name) {
 
 int topo_command(std::span<char* const> args) {
   constexpr std::string_view kHint =
-      "type: softverbs topo [--name NAME] up N | down | show | exec N -- PROGRAM [ARGS...]";
+      "type: softverbs topo [--name NAME] up N [--mtu BYTES] | down | show | "
+      "exec N -- PROGRAM [ARGS...]";
   Topology t;
   size_t i = 0;
   if (i < args.size() && std::string_view(args[i]) == "--name") {
@@ -208,6 +213,13 @@ int topo_command(std::span<char* const> args) {
                        kHint);
   ++i;
   if (verb == "up") {
+    if (i + 2 == args.size() && std::string_view(args[i]) == "--mtu") {
+      char* end = nullptr;
+      t.mtu = static_cast<int>(std::strtol(args[i + 1], &end, 10));
+      if (*end || t.mtu < 1280 || t.mtu > 9000)
+        return usage_error("topo up: --mtu takes a size from 1280 to 9000 bytes", kHint);
+      i += 2;
+    }
     if (i != args.size()) return usage_error("topo up: unexpected argument", kHint);
     return topo_up(t, n);
   }

@@ -28,7 +28,7 @@ void print_usage(std::FILE* out) {
       "                 answer every SEND with an RNR NAK (all QPs or one)\n"
       "  reset [--force]\n"
       "                 remove this user's shared registry and mailboxes\n"
-      "  topo [--name NAME] up N | down | show | exec N -- PROGRAM [ARGS...]\n"
+      "  topo [--name NAME] up N [--mtu B] | down | show | exec N -- PROGRAM...\n"
       "                 hosts on this machine (network namespaces, root) for the\n"
       "                 UDP wire between RoCE devices\n"
       "  capture -o FILE [--device NAME] [--qp N]... -- PROGRAM [ARGS...]\n"
@@ -108,14 +108,15 @@ void print_reset_usage(std::FILE* out) {
 
 void print_topo_usage(std::FILE* out) {
   std::fputs(
-      "usage: softverbs topo [--name NAME] up N\n"
+      "usage: softverbs topo [--name NAME] up N [--mtu BYTES]\n"
       "       softverbs topo [--name NAME] exec N -- PROGRAM [ARGS...]\n"
       "       softverbs topo [--name NAME] show | down\n"
       "\n"
       "Makes N hosts on this machine for RoCE soft devices to reach each other over\n"
       "the UDP wire: network namespaces NAME-host1..N (NAME: sv unless given), each\n"
       "with an interface sv0 at 198.18.0.<n>/24 and fd00:5376::<n>/64, joined by a\n"
-      "bridge in the namespace NAME-fabric. Nothing of the machine's own network\n"
+      "bridge in the namespace NAME-fabric, with jumbo frames (--mtu, default 9000:\n"
+      "RoCE devices get a 4096-byte MTU). Nothing of the machine's own network\n"
       "changes. 'exec' runs PROGRAM in host n with its own registry\n"
       "(SOFTVERBS_SHM_PREFIX=<prefix>-NAME-host<n>), as a separate machine would\n"
       "have; 'down' removes every namespace of the topology. Needs root.\n"
