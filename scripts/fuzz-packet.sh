@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target of the packet decoder (packet_decode_fuzzer)
-# with clang, ASan and UBSan in its own tree, then fuzzes for a bounded time.
+# Builds the libFuzzer targets of the packet decoder (packet_decode_fuzzer)
+# and of the UDP wire's receive path (roce_receive_fuzzer) with clang, ASan
+# and UBSan in its own tree, then fuzzes each for a bounded time.
 # Exits non-zero when the fuzzer finds a crash, an out-of-bounds access, a
 # leak or undefined behaviour; the offending input is kept in
-# BUILD_DIR/packet-fuzz-artifacts/ and the corpus grows in
-# BUILD_DIR/packet-fuzz-corpus/ from run to run.
+# BUILD_DIR/<target>-artifacts/ and the corpus grows in
+# BUILD_DIR/<target>-corpus/ from run to run.
 #
 # Usage: scripts/fuzz-packet.sh [SECONDS]
-#   SECONDS  how long to fuzz (default 60)
+#   SECONDS  how long to fuzz each target (default 60)
 #   SOFTVERBS_FUZZ_BUILD_DIR  build tree (default build-fuzz/)
 #   SOFTVERBS_JOBS  parallel compile jobs (default: number of cores)
 set -euo pipefail
@@ -40,18 +41,25 @@ fi
 echo "fuzz-packet: building in $build_dir ($jobs jobs)"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTVERBS_BUILD_BENCH=OFF >/dev/null
-ninja -C "$build_dir" -j "$jobs" packet_decode_fuzzer
+ninja -C "$build_dir" -j "$jobs" packet_decode_fuzzer roce_receive_fuzzer
 
-corpus=$build_dir/packet-fuzz-corpus
-artifacts=$build_dir/packet-fuzz-artifacts
-mkdir -p "$corpus" "$artifacts"
+# fuzz TARGET WHAT MAX_LEN: one target for the time given, its corpus and
+# artifacts kept apart.
+fuzz() {
+  local target=$1 what=$2 max_len=$3
+  local corpus=$build_dir/$target-corpus artifacts=$build_dir/$target-artifacts
+  mkdir -p "$corpus" "$artifacts"
+  echo "fuzz-packet: fuzzing $what for ${seconds}s"
+  "$build_dir/emulator/packet/$target" \
+    -max_total_time="$seconds" \
+    -max_len="$max_len" \
+    -timeout=10 \
+    -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" \
+    "$corpus"
+}
 
-echo "fuzz-packet: fuzzing decode_ib for ${seconds}s"
-# max_len: the largest frame an 11-bit LRH PktLen describes (2047 words).
-"$build_dir/emulator/packet/packet_decode_fuzzer" \
-  -max_total_time="$seconds" \
-  -max_len=8188 \
-  -timeout=10 \
-  -print_final_stats=1 \
-  -artifact_prefix="$artifacts/" \
-  "$corpus"
+# max_len: the largest frame an 11-bit LRH PktLen describes (2047 words);
+# for a datagram, 34 bytes of addresses and the largest RoCEv2 payload.
+fuzz packet_decode_fuzzer "decode_ib" 8188
+fuzz roce_receive_fuzzer "the UDP receive path (roce_v2_to_ib, decode_ib)" 4258
