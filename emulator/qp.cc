@@ -346,19 +346,28 @@ void QpImpl::reset() {
 void QpImpl::receive(const packet::DecodedPacket& pkt) {
   const packet::OpcodeInfo& info =
       packet::opcode_info(static_cast<uint8_t>(pkt.headers.bth.opcode));
-  // Not for this QP type: silently dropped. An XRC initiator takes only
-  // responses, a target only requests.
-  if (info.transport != packet::transport_of(type)) return;
-  if (type == QpType::kXrcRecv && !info.is_request) return;
-  if (type == QpType::kXrcSend && info.is_request) return;
+  // Not for this QP type: dropped, as a QP in a state that takes nothing
+  // drops. An XRC initiator takes only responses, a target only requests.
+  const bool fits = info.transport == packet::transport_of(type) &&
+                    !(type == QpType::kXrcRecv && !info.is_request) &&
+                    !(type == QpType::kXrcSend && info.is_request);
+  if (!fits) {
+    ++counters.packets_dropped_unfit;
+    return;
+  }
   if (type != QpType::kUd && (can_receive() || can_send()))
     note_peer_migration_state(pkt.headers);
   if (!info.is_request) {
-    if (can_send() || attr.state == QpState::kSqe) completer.on_response(pkt, info);
+    if (can_send() || attr.state == QpState::kSqe)
+      completer.on_response(pkt, info);
+    else
+      ++counters.packets_dropped_unfit;
     return;
   }
-  if (!can_receive()) return;
-  if (pkt.headers.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
+  if (!can_receive() || pkt.headers.bth.pkey != kDefaultPkey) {  // P_Key mismatch too
+    ++counters.packets_dropped_unfit;
+    return;
+  }
   ++counters.packets_received;
   if (type == QpType::kUd) {
     responder.receive_datagram(pkt);
@@ -369,9 +378,12 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
 
 void QpImpl::receive_run(const RunFrame& run) {
   const packet::OpcodeInfo& info = packet::opcode_info(static_cast<uint8_t>(run.first.bth.opcode));
-  if (info.transport != packet::transport_of(type) || !can_receive()) return;
-  if (type == QpType::kXrcSend) return;  // an initiator receives no requests
-  if (run.first.bth.pkey != kDefaultPkey) return;  // P_Key mismatch: dropped
+  // An initiator receives no requests; a P_Key mismatch is dropped.
+  if (info.transport != packet::transport_of(type) || !can_receive() ||
+      type == QpType::kXrcSend || run.first.bth.pkey != kDefaultPkey) {
+    counters.packets_dropped_unfit += run.packets;
+    return;
+  }
   note_peer_migration_state(run.first);
   counters.packets_received += run.packets;
   ++counters.runs_received;

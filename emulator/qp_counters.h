@@ -9,6 +9,7 @@ namespace softverbs {
 #define SOFTVERBS_QP_COUNTERS(X)                                                   \
   X(packets_sent, "request and response packets sent")                            \
   X(packets_received, "packets received for this QP")                             \
+  X(packets_dropped_unfit, "packets dropped: wrong transport or direction for this QP, a state that takes none, or a P_Key mismatch") \
   X(retransmitted_packets, "request packets sent again (go back N)")              \
   X(retransmit_timeouts, "local ACK timeouts (IBTA 9.7.6.1.3)")                   \
   X(rnr_naks_sent, "RNR NAKs sent: no receive WQE")                               \

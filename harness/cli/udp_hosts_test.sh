@@ -6,7 +6,9 @@
 # loses 2% of its packets each way (injected drops) and still checks every
 # byte, and librdmacm programs connecting across hosts (rping with data
 # verified, rdma_client, rstream, ib_send_lat -R, udaddy, mckey with three
-# hosts, a refused connection). The topology is removed however the test
+# hosts, a refused connection), and a hostile host sending crafted
+# datagrams whose every drop the target counts while a pingpong under
+# attack checks every buffer. The topology is removed however the test
 # ends.
 #
 # Needs root (network namespaces): otherwise it exits 77, which ctest
@@ -156,6 +158,59 @@ if [[ $mckey_ok == yes ]]; then
 else
   echo "FAILED: mckey across hosts"
   tail -5 "$logs"/mckey.*.log
+  failures=$((failures + 1))
+fi
+
+# A hostile host: host 3 sends crafted datagrams (right ICRCs with random
+# PSNs, R_Keys and Q_Keys; truncated, unaligned, bad ICRC, empty, noise; to
+# QP1 and the multicast QPN) to host 2, first while its pingpong server
+# waits, then during the pingpong. The target counts every kind of drop,
+# and the pingpong checks every buffer.
+hostile=$(dirname "$cli")/../load/udp_hostile
+if [[ -x $hostile ]]; then
+  server_host=2
+  port=$(free_tcp_port)
+  timeout --kill-after=5 60 "$cli" topo --name "$topo" exec 2 -- "$cli" run -- \
+    ibv_rc_pingpong -g 3 -n 2000 -c -p "$port" >"$logs/hostile.server.log" 2>&1 </dev/null &
+  hostile_server=$!
+  until tcp_port_is_listening "$port"; do
+    kill -0 "$hostile_server" 2>/dev/null || break
+    sleep 0.05
+  done
+  "$cli" topo --name "$topo" exec 3 -- "$hostile" --target 198.18.0.2 --source 198.18.0.3 \
+    --rounds 50 >"$logs/hostile.sender.log" 2>&1
+  stats=$("$cli" topo --name "$topo" exec 2 -- "$cli" stats 2>&1)
+  # counter LINE NAME: the value on the stats line that starts with LINE.
+  counter() { grep "^$1" <<<"$stats" | grep -o " $2=[0-9]*" | head -1 | cut -d= -f2; }
+  for line_and_name in "udp: dropped_bad_icrc" "udp: dropped_malformed" "udp: dropped_not_here" \
+    "wire: frames_unroutable" "device packets_dropped_unfit"; do
+    read -r line name <<<"$line_and_name"
+    if (($(counter "$line" "$name") > 0)); then
+      echo "ok: the target counted $name=$(counter "$line" "$name")"
+    else
+      echo "FAILED: the target counted no $name"
+      sed 's/^/  stats| /' <<<"$stats" | head -8
+      failures=$((failures + 1))
+    fi
+  done
+  "$cli" topo --name "$topo" exec 3 -- "$hostile" --target 198.18.0.2 --source 198.18.0.3 \
+    --rounds 300 >>"$logs/hostile.sender.log" 2>&1 &
+  hostile_sender=$!
+  timeout --kill-after=5 60 "$cli" topo --name "$topo" exec 1 -- "$cli" run -- \
+    ibv_rc_pingpong -g 3 -n 2000 -c -p "$port" 198.18.0.2 >"$logs/hostile.client.log" 2>&1 </dev/null
+  client_status=$?
+  wait "$hostile_sender"
+  wait "$hostile_server"
+  server_status=$?
+  if ((client_status == 0 && server_status == 0)); then
+    echo "ok: an rc pingpong with every buffer checked, under a hostile host's datagrams"
+  else
+    echo "FAILED: the pingpong under a hostile host (server $(describe_status "$server_status"), client $(describe_status "$client_status"))"
+    tail -5 "$logs"/hostile.*.log
+    failures=$((failures + 1))
+  fi
+else
+  echo "FAILED: $hostile is missing (build the udp_hostile target)"
   failures=$((failures + 1))
 fi
 
