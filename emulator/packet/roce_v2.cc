@@ -113,7 +113,9 @@ std::span<const uint8_t> ib_to_roce_v2(std::span<const uint8_t> frame,
   std::memcpy(addressing.source.data(), g + 8, 16);
   std::memcpy(addressing.destination.data(), g + 24, 16);
   addressing.traffic_class = static_cast<uint8_t>((g[0] & 0x0f) << 4 | g[1] >> 4);
-  return transport_to_roce_v2(frame.subspan(kBthOffset), icrc_damage(frame), addressing, out);
+  const uint32_t damage = icrc_damage(frame);
+  addressing.damaged = damage != 0;
+  return transport_to_roce_v2(frame.subspan(kBthOffset), damage, addressing, out);
 }
 
 uint32_t icrc_damage(std::span<const uint8_t> frame) {

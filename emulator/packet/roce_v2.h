@@ -39,6 +39,10 @@ struct RoceV2Addressing {
   uint16_t destination_port = kRoceV2UdpPort;
   uint8_t traffic_class = 0;  // IPv4 TOS or IPv6 traffic class
   uint8_t hop_limit = 64;     // TTL or hop limit
+  // Set by ib_to_roce_v2: the frame's ICRC was wrong (a fault damaged it),
+  // so its headers, the DestQP that picks the source port too, are not to
+  // be trusted.
+  bool damaged = false;
 };
 
 bool is_ipv4_mapped(const Gid& gid);

@@ -250,7 +250,8 @@ bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
     return false;
   }
   const bool ipv4 = packet::is_ipv4_mapped(a.destination);
-  const int fd = socket_for(ipv4, a.source_port);
+  // A damaged frame's DestQP may be any: it must not open a socket of its own.
+  const int fd = a.damaged ? (ipv4 ? ipv4_fd_ : ipv6_fd_) : socket_for(ipv4, a.source_port);
   if (fd < 0) {
     send_failures_.fetch_add(1, std::memory_order_relaxed);
     return false;

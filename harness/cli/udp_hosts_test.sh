@@ -4,7 +4,8 @@
 # unmodified ibv_rc_pingpong with every buffer checked over IPv4 and IPv6
 # GIDs, ibv_ud_pingpong, ib_send_lat and ib_write_bw, an RC pingpong that
 # loses 2% of its packets each way (injected drops) and still checks every
-# byte, and librdmacm programs connecting across hosts (rping with data
+# byte, the RC integrity soak with its fault mix, and librdmacm programs
+# connecting across hosts (rping with data
 # verified, rdma_client, rstream, ib_send_lat -R, udaddy, mckey with three
 # hosts, a refused connection), and a hostile host sending crafted
 # datagrams whose every drop the target counts while a pingpong under
@@ -158,6 +159,20 @@ if [[ $mckey_ok == yes ]]; then
 else
   echo "FAILED: mckey across hosts"
   tail -5 "$logs"/mckey.*.log
+  failures=$((failures + 1))
+fi
+
+# The RC integrity soak of the load tests between hosts 1 and 2, over the
+# UDP wire, with its fault mix (loss, duplicates, reordering, corruption):
+# every message checked, both sides intact, nothing held growing.
+soak=$(dirname "$cli")/../load/soak
+if SOFTVERBS_SHM_PREFIX=svudpsoak SOFTVERBS_FAULTS_FILE="$here/../load/soak-faults.plan" \
+  timeout --kill-after=5 180 "$cli" run -- "$soak" --seconds 10 \
+  --hosts "$topo-host1,$topo-host2" --gid-index 3 >"$logs/soak.log" 2>&1; then
+  echo "ok: the RC integrity soak between two hosts under the fault mix ($(grep -c intact "$logs/soak.log") sides intact)"
+else
+  echo "FAILED: the RC integrity soak between two hosts"
+  tail -12 "$logs/soak.log"
   failures=$((failures + 1))
 fi
 

@@ -59,7 +59,8 @@ bool PairTraffic::open() {
   Endpoint& mine = r_.endpoints[c_.self];
   mine.lid = port.lid;
   ibv_gid gid{};
-  if (int err = ibv_query_gid(context_, 1, 0, &gid)) return verb_failed("ibv_query_gid", err);
+  if (int err = ibv_query_gid(context_, 1, c_.gid_index, &gid))
+    return verb_failed("ibv_query_gid", err);
   std::memcpy(mine.gid, gid.raw, sizeof mine.gid);
   pd_ = ibv_alloc_pd(context_);
   if (!pd_) return verb_failed("ibv_alloc_pd", errno);
@@ -88,7 +89,8 @@ bool PairTraffic::meet_peer() {
   }
   const Endpoint& remote = r_.endpoints[c_.peer];
   const char* step = nullptr;
-  if (int err = connect_rc(qp_, mtu_, {remote.lid, remote.gid, remote.qpn_toward[c_.self]},
+  if (int err = connect_rc(qp_, mtu_,
+                           {remote.lid, remote.gid, remote.qpn_toward[c_.self], c_.gid_index},
                            c_.qp_timeout, step))
     return verb_failed(step, err);
   for (uint32_t slot = 0; slot <= c_.window; ++slot)

@@ -38,6 +38,7 @@ struct PairConfig {
   uint32_t window = 16;      // messages in flight each way
   uint64_t messages = 0;     // 0: until Rendezvous::stop, else this many
   uint8_t qp_timeout = 18;   // IBTA local ACK timeout exponent
+  uint8_t gid_index = 0;     // the GID this side publishes and sends from
   std::chrono::seconds deadline{120};
 };
 

@@ -13,6 +13,7 @@ struct RcPeer {
   uint16_t lid = 0;
   const uint8_t* gid = nullptr;  // 16 bytes
   uint32_t qpn = 0;
+  uint8_t local_gid_index = 0;   // the GID we send from, on RoCE
 };
 
 // 0, or the errno of the first transition that failed (`failed` names it).
@@ -39,6 +40,7 @@ inline int connect_rc(ibv_qp* qp, ibv_mtu mtu, const RcPeer& peer, uint8_t timeo
     a.ah_attr.is_global = 1;
     std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
     a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.grh.sgid_index = peer.local_gid_index;
   }
   failed = "RTR";
   if (int err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |

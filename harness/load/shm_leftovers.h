@@ -13,9 +13,9 @@
 
 namespace softverbs::load {
 
-// "PREFIX-UID-", or "" when SOFTVERBS_SHM_PREFIX is not set.
-inline std::string shm_stem() {
-  const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX");
+// "PREFIX-UID-" for `prefix`, or SOFTVERBS_SHM_PREFIX's; "" when that is
+// not set.
+inline std::string shm_stem(const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX")) {
   if (!prefix || !*prefix) return {};
   return std::string(prefix) + "-" + std::to_string(geteuid()) + "-";
 }
@@ -28,8 +28,8 @@ inline bool require_own_shm_prefix(const char* program, const char* why) {
   return false;
 }
 
-inline std::vector<std::string> shm_segments() {
-  const std::string stem = shm_stem();
+inline std::vector<std::string> shm_segments(const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX")) {
+  const std::string stem = shm_stem(prefix);
   if (stem.empty()) return {};
   std::vector<std::string> found;
   std::error_code ec;

@@ -8,8 +8,16 @@
 //
 //   SOFTVERBS_SHM_PREFIX=NAME softverbs run -- soak [--seconds S]
 //       [--size BYTES] [--slack-kib K] [--device NAME]
+//       [--hosts NETNS_A,NETNS_B --gid-index N]
+//
+// With --hosts, the two sides run on two hosts of `softverbs topo`: each
+// enters its network namespace (/run/netns/NAME, root) and takes a registry
+// of its own (SOFTVERBS_SHM_PREFIX=NAME-NETNS) before it opens a device,
+// and they connect from GID N (a RoCE device's address) over the UDP wire.
 //
 // Bounded in CI; `soak --seconds 3600` is the hour-long run.
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +29,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "harness/load/pair_traffic.h"
 #include "harness/load/shm_leftovers.h"
@@ -36,7 +45,26 @@ struct Options {
   uint32_t size = 4096;
   long slack_kib = 4096;
   std::string device = "softverbs0";
+  std::string hosts[2];  // network namespaces, or none
+  uint8_t gid_index = 0;
 };
+
+// The registry prefix of a side on host `netns`.
+std::string side_prefix(const std::string& netns) {
+  const char* prefix = std::getenv("SOFTVERBS_SHM_PREFIX");
+  return std::string(prefix ? prefix : "softverbs") + "-" + netns;
+}
+
+// Moves this process to another host before it touches a device.
+void enter_host(const std::string& netns) {
+  const int fd = open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+    std::perror(("soak: entering network namespace " + netns).c_str());
+    std::exit(static_cast<int>(PairOutcome::kCleanError));
+  }
+  close(fd);
+  setenv("SOFTVERBS_SHM_PREFIX", side_prefix(netns).c_str(), 1);
+}
 
 // Under a sanitizer, resident memory grows by the sanitizer's own design
 // (ASan keeps freed blocks in quarantine, TSan grows its shadow): only the
@@ -113,8 +141,10 @@ class HoldingsWatch {
 pid_t start_side(const Options& o, Rendezvous& r, uint32_t self) {
   const pid_t child = fork();
   if (child != 0) return child;
+  if (!o.hosts[self].empty()) enter_host(o.hosts[self]);
   PairConfig c;
   c.device = o.device;
+  c.gid_index = o.gid_index;
   c.self = self;
   c.peer = 1 - self;
   c.size = o.size;
@@ -158,7 +188,16 @@ bool parse(int argc, char** argv, Options& o) {
     else if (flag == "--size") o.size = std::strtoul(value, nullptr, 10);
     else if (flag == "--slack-kib") o.slack_kib = std::strtol(value, nullptr, 10);
     else if (flag == "--device") o.device = value;
-    else return false;
+    else if (flag == "--gid-index") o.gid_index = static_cast<uint8_t>(std::atoi(value));
+    else if (flag == "--hosts") {
+      const std::string both = value;
+      const size_t comma = both.find(',');
+      if (comma == std::string::npos) return false;
+      o.hosts[0] = both.substr(0, comma);
+      o.hosts[1] = both.substr(comma + 1);
+    } else {
+      return false;
+    }
   }
   return argc % 2 == 1 && o.seconds > 0 && o.size > 0 && o.slack_kib > 0;
 }
@@ -170,7 +209,8 @@ int main(int argc, char** argv) {
   using namespace softverbs::load;
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: soak [--seconds S] [--size BYTES] [--slack-kib K] [--device NAME]\n");
+    std::fprintf(stderr, "usage: soak [--seconds S] [--size BYTES] [--slack-kib K] [--device NAME]\n"
+                         "            [--hosts NETNS_A,NETNS_B --gid-index N]\n");
     return 2;
   }
   if (!require_own_shm_prefix("soak", ", so that its segments can be counted apart from other "
@@ -186,9 +226,13 @@ int main(int argc, char** argv) {
   int status_a = 0, status_b = 0;
   waitpid(a, &status_a, 0);  // each side ends by its own deadline
   waitpid(b, &status_b, 0);
+  std::vector<std::string> left = shm_segments();
+  for (const std::string& host : o.hosts)
+    if (!host.empty())
+      for (const std::string& path : shm_segments(side_prefix(host).c_str())) left.push_back(path);
   const bool ok = WIFEXITED(status_a) && WEXITSTATUS(status_a) == 0 && WIFEXITED(status_b) &&
-                  WEXITSTATUS(status_b) == 0 && shm_segments().empty();
-  for (const std::string& path : shm_segments()) std::fprintf(stderr, "left in /dev/shm: %s\n", path.c_str());
+                  WEXITSTATUS(status_b) == 0 && left.empty();
+  for (const std::string& path : left) std::fprintf(stderr, "left in /dev/shm: %s\n", path.c_str());
   std::printf("soak: %s\n", ok ? "passed" : "FAILED");
   return ok ? 0 : 1;
 }
