@@ -9,6 +9,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -177,20 +178,27 @@ bool host_routes_to(const char* address) {
   return routed;
 }
 
+// Asked in a child of its own: the test process opens no device before the
+// processes it forks do.
 bool first_device_is_roce() {
-  int count = 0;
-  ibv_device** devices = ibv_get_device_list(&count);
-  bool roce = false;
-  if (devices && count > 0) {
-    if (ibv_context* context = ibv_open_device(devices[0])) {
-      ibv_port_attr port{};
-      roce = ibv_query_port(context, 1, &port) == 0 &&
-             port.link_layer == IBV_LINK_LAYER_ETHERNET;
-      ibv_close_device(context);
+  const pid_t child = fork();
+  if (child == 0) {
+    int count = 0;
+    ibv_device** devices = ibv_get_device_list(&count);
+    bool roce = false;
+    if (devices && count > 0) {
+      if (ibv_context* context = ibv_open_device(devices[0])) {
+        ibv_port_attr port{};
+        roce = ibv_query_port(context, 1, &port) == 0 &&
+               port.link_layer == IBV_LINK_LAYER_ETHERNET;
+        ibv_close_device(context);
+      }
     }
+    _exit(roce ? 1 : 0);
   }
-  if (devices) ibv_free_device_list(devices);
-  return roce;
+  int status = 0;
+  return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 1;
 }
 
 // rxe (kernel 6.1): with no route to the destination the call itself fails
