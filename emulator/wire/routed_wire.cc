@@ -4,8 +4,8 @@
 #include <array>
 #include <cstring>
 
-#include "emulator/internal_thread.h"
 #include "emulator/gsi_routing.h"
+#include "emulator/internal_thread.h"
 #include "emulator/packet/codec.h"
 #include "emulator/packet/icrc.h"
 
@@ -102,7 +102,10 @@ void RoutedWire::forward_to_group_members(std::span<const uint8_t> frame) {
     std::lock_guard lock(memberships_mutex_);
     auto it = std::find_if(memberships_.begin(), memberships_.end(),
                            [&](const Membership& m) { return m.gid == group; });
-    if (it == memberships_.end()) return;  // another process's group
+    if (it == memberships_.end()) {  // another process's group, or none here
+      dropped_not_here_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     member = WireAddress{it->device_index, it->member_qpn};
   }
   local_->send(member, frame);
