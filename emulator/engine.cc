@@ -327,6 +327,7 @@ Engine* Engine::process(Errno& err) {
   config.capture = capture;
   g_process_engine = new Engine(std::move(config));
   if (routed) {
+    g_process_engine->reaches_other_hosts_ = true;
     routed->set_intake([engine = g_process_engine] { engine->progress(); });
     g_process_engine->add_teardown_hook([routed] { routed->set_intake({}); });
   }

@@ -115,6 +115,8 @@ class Engine {
   static Engine* process(Errno& err);
 
   const Clock& clock() const { return *clock_; }
+  // Whether RoCE devices reach other hosts (a UDP wire runs).
+  bool reaches_other_hosts() const { return reaches_other_hosts_; }
   Wire& wire() { return *wire_; }
 
   // QP table. add_qp allocates the QPN and sets qp->qpn. After remove_qp
@@ -255,6 +257,7 @@ class Engine {
   const Clock* clock_;
   std::shared_ptr<void> keepalive_;
   std::shared_ptr<void> capture_;  // destroyed after the wire (reset in ~Engine)
+  bool reaches_other_hosts_ = false;
   fault::FaultInjector* fault_injector_ = nullptr;
   std::unique_ptr<control::ControlServer> control_server_;
 

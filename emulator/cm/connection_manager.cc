@@ -224,8 +224,9 @@ Errno ConnectionManager::resolve_address(uint32_t handle, const IpEndpoint* sour
   return 0;
 }
 
-// Another host's address: reached over the UDP wire from a RoCE device's
-// address, the one the kernel's routing leaves from unless the id is bound.
+// Another host's address: reached over the UDP wire (when it runs) from a
+// RoCE device's address, the one the kernel's routing leaves from unless
+// the id is bound.
 Errno ConnectionManager::resolve_off_host(Id& id, const IpEndpoint& destination) {
   Gid source{};
   const bool bound = !is_any(id.source) && !is_loopback(id.source);
@@ -233,7 +234,7 @@ Errno ConnectionManager::resolve_off_host(Id& id, const IpEndpoint& destination)
   const DeviceDescription* local = nullptr;
   if (bound || source_toward(destination, source)) local = find_device_by_address(source);
   Event event;
-  if (!local || local->link_layer != LinkLayer::kEthernet ||
+  if (!engine_.reaches_other_hosts() || !local || local->link_layer != LinkLayer::kEthernet ||
       (id.has_device && id.device_index != local->index)) {
     event.type = EventType::kAddrError;
     event.status = -EHOSTUNREACH;

@@ -10,6 +10,8 @@
 #
 # Usage: capture_test.sh PATH/TO/softverbs
 set -uo pipefail
+# Every program here stays on this host: no UDP wire onto its network.
+export SOFTVERBS_UDP=0
 
 cli=${1:?usage: capture_test.sh PATH/TO/softverbs}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -10,6 +10,8 @@
 #   PROGRAMS_TEST_TIMEOUT (seconds, default 120) bounds each program.
 #   PROGRAMS_TEST_SKIP (a regex) leaves out the cases it matches.
 set -uo pipefail
+# Every program here stays on this host: no UDP wire onto its network.
+export SOFTVERBS_UDP=0
 
 cli=${1:?usage: programs_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]}
 filter=${2:-.}

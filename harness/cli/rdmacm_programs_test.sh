@@ -13,6 +13,8 @@
 # Usage: rdmacm_programs_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]
 #   RDMACM_TEST_TIMEOUT (seconds, default 60) bounds each program.
 set -uo pipefail
+# Every program here stays on this host: no UDP wire onto its network.
+export SOFTVERBS_UDP=0
 
 cli=${1:?usage: rdmacm_programs_test.sh PATH/TO/softverbs [CASE_FILTER_REGEX]}
 filter=${2:-.}

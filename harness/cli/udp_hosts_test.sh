@@ -32,7 +32,7 @@ for tool in ip ibv_rc_pingpong ibv_ud_pingpong ib_send_lat ib_write_bw; do
 done
 
 topo=svu$$
-export SOFTVERBS_LINK_LAYER=eth
+export SOFTVERBS_LINK_LAYER=eth SOFTVERBS_UDP=1  # between namespaces: the UDP wire on
 export SOFTVERBS_SHM_PREFIX=${SOFTVERBS_SHM_PREFIX:-svudp}
 logs=$(mktemp -d)
 PAIR_LOG_DIR=$logs
@@ -80,7 +80,7 @@ pair() {
 
 # GID 3 is a host's IPv4 address on sv0, GID 4 its IPv6 address (after
 # fe80::GUID, 127.0.0.1 and ::1).
-PAIR_ENV=(SOFTVERBS_UDP=1)
+PAIR_ENV=()
 pair "rc pingpong, IPv4 GIDs" 2 1 198.18.0.2 -- ibv_rc_pingpong -g 3 -n 500 -c
 # ibv_rc_pingpong exchanges its addresses over IPv4 TCP (it listens on the
 # first address getaddrinfo gives); its QPs then use the IPv6 GIDs.
