@@ -13,7 +13,6 @@
 #include "emulator/cm/cm_timing.h"
 #include "emulator/cm/cma_ip_header.h"
 #include "emulator/cm/connection_manager.h"
-
 #include "emulator/device_config.h"
 #include "emulator/gsi_routing.h"
 
