@@ -88,8 +88,16 @@ pair "rc pingpong, IPv6 GIDs" 3 1 198.18.0.3 -- ibv_rc_pingpong -g 4 -n 500 -c
 pair "ud pingpong" 2 3 198.18.0.2 -- ibv_ud_pingpong -g 3 -n 500 -c
 pair "ib_send_lat" 2 1 198.18.0.2 -- ib_send_lat -x 3 -n 1000
 pair "ib_write_bw 64 KiB" 2 1 198.18.0.2 -- ib_write_bw -x 3 -s 65536 -n 300
-PAIR_ENV=(SOFTVERBS_FAULTS=drop:p=0.02)
-pair "rc pingpong, 2% loss each way" 2 1 198.18.0.2 -- ibv_rc_pingpong -g 3 -n 300 -c
+# Under ThreadSanitizer (UDP_HOSTS_SKIP_FAULTS=1) the engine runs tens of
+# times slower, past the ACK timeouts that loss relies on: the fault runs
+# (this one and the soak) are for the other builds.
+if [[ ${UDP_HOSTS_SKIP_FAULTS:-0} != 1 ]]; then
+  PAIR_ENV=(SOFTVERBS_FAULTS=drop:p=0.02)
+  pair "rc pingpong, 2% loss each way" 2 1 198.18.0.2 -- ibv_rc_pingpong -g 3 -n 300 -c
+  PAIR_ENV=()
+else
+  echo "skipped under ThreadSanitizer: rc pingpong, 2% loss each way"
+fi
 
 # cm_pair LABEL "SERVER ARGS" "CLIENT ARGS" [PORT]: librdmacm programs, the
 # server on host 2, the client on host 1 once the server listens; @PORT@
@@ -166,7 +174,9 @@ fi
 # UDP wire, with its fault mix (loss, duplicates, reordering, corruption):
 # every message checked, both sides intact, nothing held growing.
 soak=$(dirname "$cli")/../load/soak
-if SOFTVERBS_SHM_PREFIX=svudpsoak SOFTVERBS_FAULTS_FILE="$here/../load/soak-faults.plan" \
+if [[ ${UDP_HOSTS_SKIP_FAULTS:-0} == 1 ]]; then
+  echo "skipped under ThreadSanitizer: the RC integrity soak between two hosts"
+elif SOFTVERBS_SHM_PREFIX=svudpsoak SOFTVERBS_FAULTS_FILE="$here/../load/soak-faults.plan" \
   timeout --kill-after=5 180 "$cli" run -- "$soak" --seconds 10 \
   --hosts "$topo-host1,$topo-host2" --gid-index 3 >"$logs/soak.log" 2>&1; then
   echo "ok: the RC integrity soak between two hosts under the fault mix ($(grep -c intact "$logs/soak.log") sides intact)"
