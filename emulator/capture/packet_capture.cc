@@ -12,6 +12,7 @@
 #include "emulator/device_config.h"
 #include "emulator/packet/byte_order.h"
 #include "emulator/packet/codec.h"
+#include "emulator/packet/frame_fields.h"
 #include "emulator/packet/roce_v2.h"
 #include "emulator/run_frame.h"
 
@@ -31,10 +32,6 @@ constexpr uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr uint16_t kEtherTypeIpv6 = 0x86dd;
 constexpr uint8_t kIpProtocolUdp = 17;
 constexpr uint8_t kHopLimit = 64;
-constexpr uint8_t kLnhGlobal = 3;
-constexpr size_t kSgidOffset = packet::kLrhBytes + 8;
-constexpr size_t kDgidOffset = packet::kLrhBytes + 24;
-constexpr size_t kDestQpOffset = packet::kLrhBytes + 5;  // in a frame without GRH
 
 uint16_t ones_complement_sum(uint32_t sum, std::span<const uint8_t> bytes) {
   for (size_t i = 0; i + 1 < bytes.size(); i += 2) sum += uint32_t{bytes[i]} << 8 | bytes[i + 1];
@@ -50,22 +47,6 @@ void put_mac(uint8_t* p, const Gid& address) {
   std::memcpy(p + 2, address.data() + 12, 4);
 }
 
-bool frame_is_global(std::span<const uint8_t> frame) {
-  return frame.size() > packet::kLrhBytes + packet::kGrhBytes && (frame[1] & 3) == kLnhGlobal;
-}
-
-Gid gid_at(std::span<const uint8_t> frame, size_t offset) {
-  Gid gid;
-  std::memcpy(gid.data(), frame.data() + offset, gid.size());
-  return gid;
-}
-
-uint32_t dest_qp_of(std::span<const uint8_t> frame) {
-  const size_t at = frame_is_global(frame) ? kDestQpOffset + packet::kGrhBytes : kDestQpOffset;
-  if (frame.size() < at + 3) return 0;
-  return uint32_t{frame[at]} << 16 | uint32_t{frame[at + 1]} << 8 | frame[at + 2];
-}
-
 // The GID of the port that has `lid`, or fe80::<lid> for a LID no soft
 // port has.
 Gid gid_of_lid(uint16_t lid) {
@@ -79,11 +60,11 @@ Gid gid_of_lid(uint16_t lid) {
 // Ethernet, IP and UDP around the RoCEv2 form of `frame`.
 bool roce_packet_of(std::span<const uint8_t> frame, std::vector<uint8_t>& out) {
   packet::RoceV2Addressing a;
-  a.source_port = packet::roce_v2_source_port(dest_qp_of(frame));
+  a.source_port = packet::roce_v2_source_port(packet::frame_dest_qp(frame));
   a.hop_limit = kHopLimit;
   std::vector<uint8_t> converted(frame.size() + packet::kRoceV2MaxHeaderBytes);
   std::span<const uint8_t> payload;
-  if (frame_is_global(frame)) {
+  if (packet::frame_is_global(frame)) {
     payload = packet::ib_to_roce_v2(frame, a, converted);
   } else {
     a.source = gid_of_lid(load_be16(frame.data() + 6));
@@ -233,15 +214,15 @@ std::unique_ptr<PacketCapture> PacketCapture::from_environment(std::string& erro
 
 bool PacketCapture::wanted(std::span<const uint8_t> frame) const {
   if (!filter_.qpns.empty() &&
-      std::find(filter_.qpns.begin(), filter_.qpns.end(), dest_qp_of(frame)) ==
+      std::find(filter_.qpns.begin(), filter_.qpns.end(), packet::frame_dest_qp(frame)) ==
           filter_.qpns.end())
     return false;
   if (filter_.device_index < 0) return true;
   const DeviceDescription* source = nullptr;
   const DeviceDescription* destination = nullptr;
-  if (frame_is_global(frame)) {
-    source = find_device_by_gid(gid_at(frame, kSgidOffset));
-    destination = find_device_by_gid(gid_at(frame, kDgidOffset));
+  if (packet::frame_is_global(frame)) {
+    source = find_device_by_gid(packet::frame_sgid(frame));
+    destination = find_device_by_gid(packet::frame_dgid(frame));
   } else {
     source = find_device_by_lid(load_be16(frame.data() + 6));
     destination = find_device_by_lid(load_be16(frame.data() + 2));

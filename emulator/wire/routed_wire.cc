@@ -7,6 +7,7 @@
 #include "emulator/gsi_routing.h"
 #include "emulator/internal_thread.h"
 #include "emulator/packet/codec.h"
+#include "emulator/packet/frame_fields.h"
 #include "emulator/packet/icrc.h"
 
 namespace softverbs {
@@ -14,10 +15,6 @@ namespace {
 
 constexpr size_t kPollBatch = 16;
 constexpr uint32_t kMulticastQpn = 0xffffff;  // IBTA 10.5.2.3
-// Where a global IB frame keeps its SGID, DGID and its BTH's DestQP.
-constexpr size_t kSgidOffset = packet::kLrhBytes + 8;
-constexpr size_t kDgidOffset = packet::kLrhBytes + 24;
-constexpr size_t kDestQpOffset = packet::kLrhBytes + packet::kGrhBytes + 5;
 
 }  // namespace
 
@@ -59,13 +56,10 @@ size_t RoutedWire::pull_udp(size_t budget) { return udp_->receive(forward_fn_, b
 
 // A frame from another host: to the local owner of its destination QP.
 void RoutedWire::forward(std::span<const uint8_t> frame) {
-  const uint32_t qpn = uint32_t{frame[kDestQpOffset]} << 16 |
-                       uint32_t{frame[kDestQpOffset + 1]} << 8 | frame[kDestQpOffset + 2];
+  const uint32_t qpn = packet::frame_dest_qp(frame);
   if (qpn == kMulticastQpn) return forward_to_group_members(frame);
-  Gid dgid;
-  std::memcpy(dgid.data(), frame.data() + kDgidOffset, dgid.size());
   uint32_t device = 0;
-  if (!routing_.owner(dgid, device)) {
+  if (!routing_.owner(packet::frame_dgid(frame), device)) {
     dropped_not_here_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -84,9 +78,7 @@ void RoutedWire::forward_to_gsi_owner(const WireAddress& qp1, std::span<const ui
     return;
   }
   std::memcpy(copy.data(), frame.data(), frame.size());
-  copy[kDestQpOffset] = static_cast<uint8_t>(owner_qpn >> 16);
-  copy[kDestQpOffset + 1] = static_cast<uint8_t>(owner_qpn >> 8);
-  copy[kDestQpOffset + 2] = static_cast<uint8_t>(owner_qpn);
+  packet::set_frame_dest_qp(std::span(copy.data(), frame.size()), owner_qpn);
   const size_t covered = frame.size() - packet::kIcrcBytes;
   packet::store_icrc(copy.data() + covered, packet::icrc_ib(std::span(copy.data(), covered)));
   local_->send(WireAddress{qp1.device_index, owner_qpn}, std::span(copy.data(), frame.size()));
@@ -95,8 +87,7 @@ void RoutedWire::forward_to_gsi_owner(const WireAddress& qp1, std::span<const ui
 // Every host that has members got the datagram (IP multicast); this
 // process hands it to one of its own member QPs, if it has any.
 void RoutedWire::forward_to_group_members(std::span<const uint8_t> frame) {
-  Gid group;
-  std::memcpy(group.data(), frame.data() + kDgidOffset, group.size());
+  const Gid group = packet::frame_dgid(frame);
   WireAddress member{};
   {
     std::lock_guard lock(memberships_mutex_);
@@ -134,11 +125,7 @@ bool RoutedWire::send(const WireAddress& dst, std::span<const uint8_t> frame) {
   sent_off_host_.store(true, std::memory_order_relaxed);
   // A group is sent to out of the interface of the source address.
   uint32_t ifindex = 0;
-  if (dst.qpn == kMulticastQpn && frame.size() > kDgidOffset) {
-    Gid sgid;
-    std::memcpy(sgid.data(), frame.data() + kSgidOffset, sgid.size());
-    ifindex = routing_.interface_of(sgid);
-  }
+  if (dst.qpn == kMulticastQpn) ifindex = routing_.interface_of(packet::frame_sgid(frame));
   return udp_->send(frame, ifindex);
 }
 

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "emulator/packet/codec.h"
+#include "emulator/packet/frame_fields.h"
 
 namespace softverbs {
 namespace {
@@ -238,12 +239,8 @@ bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
   thread_local std::array<uint8_t, kDatagramBytes + packet::kRoceV2MaxHeaderBytes> buffer;
   RoceV2Addressing a;
   a.destination_port = port_;
-  // The destination QPN (BTH bytes 5-7) picks the flow's source port.
-  constexpr size_t kDestQpOffset = packet::kLrhBytes + packet::kGrhBytes + 5;
-  if (frame.size() > kDestQpOffset + 3)
-    a.source_port = packet::roce_v2_source_port(uint32_t{frame[kDestQpOffset]} << 16 |
-                                                uint32_t{frame[kDestQpOffset + 1]} << 8 |
-                                                frame[kDestQpOffset + 2]);
+  // The destination QPN picks the flow's source port.
+  a.source_port = packet::roce_v2_source_port(packet::frame_dest_qp(frame));
   const std::span<const uint8_t> payload = packet::ib_to_roce_v2(frame, a, buffer);
   if (payload.empty()) {
     send_failures_.fetch_add(1, std::memory_order_relaxed);
