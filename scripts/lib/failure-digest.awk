@@ -1,6 +1,7 @@
 # Reads a ctest LastTest.log and prints, for each failed test, the lines
 # that say why: GoogleTest failures with their messages, sanitizer reports
-# and failed shell-test cases (a test killed by ctest's timeout shows none).
+# and the shell suites' failed cases (a test killed by ctest's timeout
+# shows none).
 # A run's log is long; this is the part worth reading first.
 #
 #   awk -f scripts/lib/failure-digest.awk BUILD/Testing/Temporary/LastTest.log
@@ -34,6 +35,12 @@
   }
   if ($0 ~ /^\[  FAILED  \] .*\(/ || $0 ~ /^FAIL  / || $0 ~ /^failed: /) {
     lines[++n] = "    " $0
+    next
+  }
+  # The shell suites' own failed cases, followed by the logs they print.
+  if ($0 ~ /^FAILED: /) {
+    lines[++n] = "    " $0
+    follow = 12
     next
   }
 }
