@@ -148,32 +148,6 @@ std::string path_with_pid(const std::string& path) {
   return path.substr(0, dot) + "-" + std::to_string(getpid()) + path.substr(dot);
 }
 
-bool parse_filter(CaptureFilter& filter, std::string& error) {
-  if (const char* qps = std::getenv("SOFTVERBS_CAPTURE_QP"); qps && *qps) {
-    for (const char* p = qps; *p;) {
-      char* end = nullptr;
-      const unsigned long qpn = std::strtoul(p, &end, 0);
-      if (end == p || qpn > 0xffffff || (*end && *end != ',')) {
-        error = std::string("SOFTVERBS_CAPTURE_QP='") + qps +
-                "' is not a list of QP numbers (24 bits each, e.g. 0x12,19)";
-        return false;
-      }
-      filter.qpns.push_back(static_cast<uint32_t>(qpn));
-      p = *end ? end + 1 : end;
-    }
-  }
-  if (const char* device = std::getenv("SOFTVERBS_CAPTURE_DEVICE"); device && *device) {
-    for (const DeviceDescription& d : configured_devices())
-      if (d.name == device) filter.device_index = static_cast<int>(d.index);
-    if (filter.device_index < 0) {
-      error = std::string("SOFTVERBS_CAPTURE_DEVICE='") + device +
-              "' names no soft device (softverbs devices lists them)";
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 bool network_packet_of(std::span<const uint8_t> frame, std::vector<uint8_t>& out) {
@@ -183,33 +157,75 @@ bool network_packet_of(std::span<const uint8_t> frame, std::vector<uint8_t>& out
   return roce_packet_of(frame, out);
 }
 
+bool parse_qp_list(std::string_view text, std::vector<uint32_t>& qpns) {
+  const std::string copy(text);
+  for (const char* p = copy.c_str(); *p;) {
+    char* end = nullptr;
+    const unsigned long qpn = std::strtoul(p, &end, 0);
+    if (end == p || qpn > 0xffffff || (*end && *end != ',') || (*end == ',' && !end[1]))
+      return false;
+    qpns.push_back(static_cast<uint32_t>(qpn));
+    p = *end ? end + 1 : end;
+  }
+  return !qpns.empty();
+}
+
+bool find_device_index(std::string_view name, int& index) {
+  for (const DeviceDescription& d : configured_devices())
+    if (d.name == name) index = static_cast<int>(d.index);
+  return index >= 0;
+}
+
+bool parse_limit_mib(std::string_view text, uint64_t& mib) {
+  const std::string copy(text);
+  char* end = nullptr;
+  mib = std::strtoull(copy.c_str(), &end, 10);
+  return !copy.empty() && *end == '\0' && mib != 0 && mib <= (UINT64_MAX >> 20);
+}
+
+std::unique_ptr<PacketCapture> PacketCapture::open(const CaptureSettings& settings,
+                                                   std::string& error) {
+  std::string path = settings.path;
+  Errno err = 0;
+  auto file = PcapngFile::create(path, settings.limit_mib << 20, err);
+  if (!file && err == EEXIST) {
+    path = path_with_pid(settings.path);
+    file = PcapngFile::create(path, settings.limit_mib << 20, err);
+  }
+  if (!file) {
+    error = "cannot write the capture file " + path + ": " + std::strerror(err);
+    return nullptr;
+  }
+  return std::make_unique<PacketCapture>(path, std::move(file), settings.filter);
+}
+
 std::unique_ptr<PacketCapture> PacketCapture::from_environment(std::string& error) {
   error.clear();
   const char* path = std::getenv("SOFTVERBS_CAPTURE");
   if (!path || !*path) return nullptr;
-  CaptureFilter filter;
-  if (!parse_filter(filter, error)) return nullptr;
-  uint64_t limit_mib = kDefaultLimitMiB;
+  CaptureSettings settings;
+  settings.path = path;
+  if (const char* qps = std::getenv("SOFTVERBS_CAPTURE_QP"); qps && *qps) {
+    if (!parse_qp_list(qps, settings.filter.qpns)) {
+      error = std::string("SOFTVERBS_CAPTURE_QP='") + qps +
+              "' is not a list of QP numbers (24 bits each, e.g. 0x12,19)";
+      return nullptr;
+    }
+  }
+  if (const char* device = std::getenv("SOFTVERBS_CAPTURE_DEVICE"); device && *device) {
+    if (!find_device_index(device, settings.filter.device_index)) {
+      error = std::string("SOFTVERBS_CAPTURE_DEVICE='") + device +
+              "' names no soft device (softverbs devices lists them)";
+      return nullptr;
+    }
+  }
   if (const char* limit = std::getenv("SOFTVERBS_CAPTURE_LIMIT_MB"); limit && *limit) {
-    char* end = nullptr;
-    limit_mib = std::strtoull(limit, &end, 10);
-    if (*end || limit_mib == 0) {
+    if (!parse_limit_mib(limit, settings.limit_mib)) {
       error = std::string("SOFTVERBS_CAPTURE_LIMIT_MB='") + limit + "' is not a size in MiB";
       return nullptr;
     }
   }
-  std::string file_path = path;
-  Errno err = 0;
-  auto file = PcapngFile::create(file_path, limit_mib << 20, err);
-  if (!file && err == EEXIST) {
-    file_path = path_with_pid(path);
-    file = PcapngFile::create(file_path, limit_mib << 20, err);
-  }
-  if (!file) {
-    error = "cannot write the capture file " + file_path + ": " + std::strerror(err);
-    return nullptr;
-  }
-  return std::make_unique<PacketCapture>(std::move(file), std::move(filter));
+  return open(settings, error);
 }
 
 bool PacketCapture::wanted(std::span<const uint8_t> frame) const {

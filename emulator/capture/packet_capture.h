@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "emulator/capture/pcapng_file.h"
@@ -33,26 +34,45 @@ struct CaptureFilter {
   int device_index = -1;       // -1: every device
 };
 
+struct CaptureSettings {
+  std::string path;  // taken already: FILE-<pid> beside it
+  CaptureFilter filter;
+  uint64_t limit_mib = 256;
+};
+
+// The settings' parts from text, as the environment or a control request
+// gives them. False when the text is no such thing.
+bool parse_qp_list(std::string_view text, std::vector<uint32_t>& qpns);  // "2,0x12"
+bool find_device_index(std::string_view name, int& index);
+bool parse_limit_mib(std::string_view text, uint64_t& mib);
+
 class PacketCapture final : public fault::FrameObserver {
  public:
+  // nullptr + error when the file cannot be made.
+  static std::unique_ptr<PacketCapture> open(const CaptureSettings& settings, std::string& error);
   // From the environment: nullptr with `error` empty when no capture is
   // asked for; nullptr with `error` set when the settings are wrong or the
   // file cannot be made.
   static std::unique_ptr<PacketCapture> from_environment(std::string& error);
 
-  PacketCapture(std::unique_ptr<PcapngFile> file, CaptureFilter filter)
-      : file_(std::move(file)), filter_(std::move(filter)) {}
+  PacketCapture(std::string path, std::unique_ptr<PcapngFile> file, CaptureFilter filter)
+      : path_(std::move(path)), file_(std::move(file)), filter_(std::move(filter)) {}
 
   void observe(fault::Direction direction, std::span<const uint8_t> frame,
                fault::FrameFate fate) override;
 
+  // Writes nothing more and closes the file; observe() may still be called.
+  void stop() { file_->close(); }
+
+  const std::string& path() const { return path_; }
   const PcapngFile& file() const { return *file_; }
 
  private:
   bool wanted(std::span<const uint8_t> frame) const;
 
+  const std::string path_;
   std::unique_ptr<PcapngFile> file_;
-  CaptureFilter filter_;
+  const CaptureFilter filter_;
 };
 
 // The packet a frame becomes on a network (Ethernet + IP + UDP + RoCEv2

@@ -100,7 +100,7 @@ class Capture : public ::testing::Test {
     Errno err = 0;
     auto file = PcapngFile::create(path_, limit, err);
     EXPECT_TRUE(file) << err;
-    return std::make_unique<PacketCapture>(std::move(file), std::move(filter));
+    return std::make_unique<PacketCapture>(path_, std::move(file), std::move(filter));
   }
   std::string path_;
 };
@@ -187,6 +187,46 @@ TEST_F(Capture, AnExistingFileIsNotOverwritten) {
   Errno err = 0;
   EXPECT_FALSE(PcapngFile::create(path_, 1 << 20, err));
   EXPECT_EQ(err, EEXIST);
+}
+
+TEST_F(Capture, AfterStopNothingMoreIsWrittenAndTheFileStaysReadable) {
+  auto capture = open();
+  capture->observe(Direction::kTx, frame(true, 0x12), FrameFate::kPassed);
+  capture->stop();
+  capture->observe(Direction::kTx, frame(true, 0x12), FrameFate::kPassed);
+  EXPECT_EQ(read_packets(path_).size(), 1u);
+  EXPECT_EQ(capture->file().packets_written(), 1u);
+}
+
+TEST_F(Capture, OpeningATakenPathWritesBesideItWithThePid) {
+  { std::ofstream(path_) << "not ours"; }
+  CaptureSettings settings;
+  settings.path = path_;
+  std::string error;
+  auto capture = PacketCapture::open(settings, error);
+  ASSERT_TRUE(capture) << error;
+  EXPECT_NE(capture->path(), path_);
+  EXPECT_NE(capture->path().find("-" + std::to_string(getpid()) + ".pcapng"), std::string::npos);
+  capture->observe(Direction::kTx, frame(true, 0x12), FrameFate::kPassed);
+  EXPECT_EQ(read_packets(capture->path()).size(), 1u);
+  std::remove(capture->path().c_str());
+}
+
+TEST(CaptureSettingsText, QpListsAndLimitsAreChecked) {
+  std::vector<uint32_t> qpns;
+  EXPECT_TRUE(parse_qp_list("2,0x12", qpns));
+  EXPECT_EQ(qpns, (std::vector<uint32_t>{2, 0x12}));
+  for (const char* bad : {"", "x", "2,", "0x1000000", "2;3"}) {
+    std::vector<uint32_t> none;
+    EXPECT_FALSE(parse_qp_list(bad, none)) << bad;
+  }
+  uint64_t mib = 0;
+  EXPECT_TRUE(parse_limit_mib("16", mib));
+  EXPECT_EQ(mib, 16u);
+  for (const char* bad : {"", "0", "1.5", "-3", "99999999999999999999"})
+    EXPECT_FALSE(parse_limit_mib(bad, mib)) << bad;
+  int index = -1;
+  EXPECT_FALSE(find_device_index("no-such-device", index));
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ std::unique_ptr<PcapngFile> PcapngFile::create(const std::string& path, uint64_t
   std::FILE* file = fd >= 0 ? fdopen(fd, "wb") : nullptr;
   if (!file) {
     err = errno;
-    if (fd >= 0) close(fd);
+    if (fd >= 0) ::close(fd);
     return nullptr;
   }
   std::unique_ptr<PcapngFile> out(new PcapngFile(file, limit_bytes));
@@ -114,7 +114,13 @@ std::unique_ptr<PcapngFile> PcapngFile::create(const std::string& path, uint64_t
   return out;
 }
 
-PcapngFile::~PcapngFile() { std::fclose(file_); }
+PcapngFile::~PcapngFile() { close(); }
+
+void PcapngFile::close() {
+  std::lock_guard lock(mutex_);
+  if (file_) std::fclose(file_);
+  file_ = nullptr;
+}
 
 bool PcapngFile::write(uint64_t timestamp_ns, bool outbound,
                        std::span<const uint8_t> packet, std::string_view comment) {
@@ -132,6 +138,7 @@ bool PcapngFile::write(uint64_t timestamp_ns, bool outbound,
   b.end_options();
   const std::vector<uint8_t> block = b.framed(kEnhancedPacketBlock);
   std::lock_guard lock(mutex_);
+  if (!file_) return false;
   if (bytes_ + block.size() > limit_bytes_) {
     ++over_limit_;
     return false;

@@ -33,6 +33,10 @@ class PcapngFile {
   bool write(uint64_t timestamp_ns, bool outbound,
              std::span<const uint8_t> packet, std::string_view comment = {});
 
+  // Writes nothing more; later write()s return false uncounted. The file
+  // stays readable as it is.
+  void close();
+
   uint64_t packets_written() const;
   uint64_t packets_over_limit() const;
 
@@ -40,7 +44,7 @@ class PcapngFile {
   PcapngFile(std::FILE* file, uint64_t limit_bytes) : file_(file), limit_bytes_(limit_bytes) {}
 
   mutable std::mutex mutex_;
-  std::FILE* file_;
+  std::FILE* file_;  // nullptr once closed
   uint64_t limit_bytes_;
   uint64_t bytes_ = 0;
   uint64_t written_ = 0;

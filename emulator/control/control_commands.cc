@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "emulator/control/capture_requests.h"
 #include "emulator/engine.h"
 #include "emulator/fault/fault_injector.h"
 #include "emulator/hca_impl.h"
@@ -185,8 +186,10 @@ std::string handle_request(Engine& engine, std::string_view request) {
   if (verb == "fault") return fault_command(engine, args);
   if (verb == "port") return port_command(engine, args);
   if (verb == "rnr") return rnr_command(engine, args);
+  if (verb == "capture") return capture_request(engine, args);
   return "error: unknown request '" + std::string(verb) +
-         "' (known: stats, fault show|clear|set SPEC, port DEVICE up|down, rnr off|all|QPN)\n";
+         "' (known: stats, fault show|clear|set SPEC, port DEVICE up|down, rnr off|all|QPN, "
+         "capture start FILE|stop)\n";
 }
 
 }  // namespace softverbs::control

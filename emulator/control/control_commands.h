@@ -4,6 +4,7 @@
 //   fault set SPEC              replace the fault plan (see docs/faults.md)
 //   port DEVICE up|down         take a device's port down or up (PORT_ERR/ACTIVE)
 //   rnr off|all|QPN             force RNR NAKs for SENDs (all QPs or one)
+//   capture start ... FILE|stop a packet capture (capture_requests.h)
 // Replies are text; a failed request's reply starts with "error: ".
 #pragma once
 

@@ -82,7 +82,7 @@ FaultCounts& FaultInjector::counts_for_locked(Direction direction) {
 bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame) {
   if (!has_tx_rules_.load(std::memory_order_relaxed) &&
       held_frames_.load(std::memory_order_relaxed) == 0) {
-    if (observer_) observer_->observe(Direction::kTx, frame, FrameFate::kPassed);
+    if (FrameObserver* o = observer()) o->observe(Direction::kTx, frame, FrameFate::kPassed);
     return inner_->send(dst, frame);
   }
   Outcome outcome;
@@ -90,7 +90,7 @@ bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame)
     std::lock_guard lock(mutex_);
     outcome = admit_locked(Direction::kTx, dst, frame, clock_.now_ns());
   }
-  if (observer_) observe(Direction::kTx, frame, outcome);
+  if (FrameObserver* o = observer()) observe(*o, Direction::kTx, frame, outcome);
   const std::span<const uint8_t> bytes =
       outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
   bool routed = true;  // a dropped or held frame counts as handed over
@@ -104,7 +104,7 @@ bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame)
 
 bool FaultInjector::send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) {
   // An observer must see the bytes, so they cannot go straight to the wire.
-  if (!observer_ && !has_tx_rules_.load(std::memory_order_relaxed) &&
+  if (!observer() && !has_tx_rules_.load(std::memory_order_relaxed) &&
       held_frames_.load(std::memory_order_relaxed) == 0) {
     return inner_->send_with(dst, max_bytes, writer);
   }
@@ -113,7 +113,7 @@ bool FaultInjector::send_with(const WireAddress& dst, size_t max_bytes, FrameWri
 
 size_t FaultInjector::poll(const std::function<void(std::span<const uint8_t>)>& deliver,
                            size_t budget) {
-  if (!observer_ && !has_rx_rules_.load(std::memory_order_relaxed) &&
+  if (!observer() && !has_rx_rules_.load(std::memory_order_relaxed) &&
       held_frames_.load(std::memory_order_relaxed) == 0) {
     return inner_->poll(deliver, budget);
   }
@@ -125,7 +125,8 @@ size_t FaultInjector::poll(const std::function<void(std::span<const uint8_t>)>& 
   }
   size_t delivered = 0;
   for (const HeldFrame& held : due) {
-    if (observer_) observer_->observe(held.direction, held.bytes, FrameFate::kReleased);
+    if (FrameObserver* o = observer())
+      o->observe(held.direction, held.bytes, FrameFate::kReleased);
     if (held.direction == Direction::kTx) {
       inner_->send(held.dst, held.bytes);
     } else {
@@ -157,7 +158,7 @@ size_t FaultInjector::receive(std::span<const uint8_t> frame,
     std::lock_guard lock(mutex_);
     outcome = admit_locked(Direction::kRx, WireAddress{}, frame, clock_.now_ns());
   }
-  if (observer_) observe(Direction::kRx, frame, outcome);
+  if (FrameObserver* o = observer()) observe(*o, Direction::kRx, frame, outcome);
   const std::span<const uint8_t> bytes =
       outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
   for (int i = 0; i < outcome.copies; ++i) deliver(bytes);
@@ -166,22 +167,22 @@ size_t FaultInjector::receive(std::span<const uint8_t> frame,
   return std::max<size_t>(1, outcome.copies + outcome.released.size());
 }
 
-void FaultInjector::observe(Direction direction, std::span<const uint8_t> frame,
-                            const Outcome& outcome) {
+void FaultInjector::observe(FrameObserver& observer, Direction direction,
+                            std::span<const uint8_t> frame, const Outcome& outcome) {
   const std::span<const uint8_t> bytes =
       outcome.corrupted.empty() ? frame : std::span<const uint8_t>(outcome.corrupted);
   if (outcome.held) {
-    observer_->observe(direction, frame, FrameFate::kHeld);
+    observer.observe(direction, frame, FrameFate::kHeld);
   } else if (outcome.copies == 0) {
-    observer_->observe(direction, frame, FrameFate::kDropped);
+    observer.observe(direction, frame, FrameFate::kDropped);
   } else {
-    observer_->observe(direction, bytes,
+    observer.observe(direction, bytes,
                        outcome.corrupted.empty() ? FrameFate::kPassed : FrameFate::kCorrupted);
     for (int i = 1; i < outcome.copies; ++i)
-      observer_->observe(direction, bytes, FrameFate::kDuplicate);
+      observer.observe(direction, bytes, FrameFate::kDuplicate);
   }
   for (const HeldFrame& held : outcome.released)
-    observer_->observe(direction, held.bytes, FrameFate::kReleased);
+    observer.observe(direction, held.bytes, FrameFate::kReleased);
 }
 
 void FaultInjector::wait(uint64_t timeout_ns) {

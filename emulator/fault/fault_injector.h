@@ -73,10 +73,12 @@ class FaultInjector final : public Wire {
   Wire& inner() { return *inner_; }
 
   // Every frame sent or received from now on is shown to `observer` with
-  // its fate (frame_observer.h). Set once, before traffic; it must outlive
-  // the injector.
-  void set_observer(FrameObserver* observer) { observer_ = observer; }
-  bool observed() const { return observer_ != nullptr; }
+  // its fate (frame_observer.h); nullptr ends that. May change while
+  // traffic flows: a frame being shown as it changes still reaches the old
+  // observer, so every observer set must outlive the injector.
+  void set_observer(FrameObserver* observer) { observer_.store(observer, std::memory_order_release); }
+  FrameObserver* observer() const { return observer_.load(std::memory_order_acquire); }
+  bool observed() const { return observer() != nullptr; }
   // Every packet must be a frame of its own: for rules or an observer to see.
   bool sees_every_packet() const { return observed() || has_rules(); }
 
@@ -145,7 +147,8 @@ class FaultInjector final : public Wire {
 
   // Shows the observer one frame's outcome: its copies (or its drop or
   // hold), then the held frames it released.
-  void observe(Direction direction, std::span<const uint8_t> frame, const Outcome& outcome);
+  void observe(FrameObserver& observer, Direction direction, std::span<const uint8_t> frame,
+               const Outcome& outcome);
   Outcome admit_locked(Direction direction, const WireAddress& dst,
                        std::span<const uint8_t> frame, uint64_t now_ns);
   const Rule* choose_rule_locked(Direction direction, std::span<const uint8_t> frame);
@@ -163,7 +166,7 @@ class FaultInjector final : public Wire {
   FaultCounts& counts_for_locked(Direction direction);
 
   const std::unique_ptr<Wire> inner_;
-  FrameObserver* observer_ = nullptr;
+  std::atomic<FrameObserver*> observer_{nullptr};
   const Clock& clock_;
 
   mutable std::mutex mutex_;  // guards everything below but the atomics

@@ -4,7 +4,8 @@
 # messages on QP1's stand-in) on RoCE; tshark must read every packet as
 # RoCEv2 with the opcodes, PSNs and QPNs the programs exchanged, none
 # malformed, and the packets a fault plan dropped or corrupted must carry a
-# comment saying so. Filters (--qp) and a bad option are checked too.
+# comment saying so. Filters (--qp) are checked too, and a capture of a
+# program already running (--pid).
 #
 # Needs tshark (scripts/setup.sh installs it).
 #
@@ -130,6 +131,61 @@ if [[ -f $logs/rping.pcapng ]]; then
   else
     echo "ok: rping capture ($cm CM MADs, $reads RDMA READ requests)"
   fi
+fi
+
+# --pid: a pingpong pair already running is captured for a second and goes
+# on afterwards; the file holds the SENDs and ACKs of that second, none
+# malformed, and grows no more once the capture stopped.
+port=$(free_tcp_port)
+"$cli" run -- ibv_rc_pingpong -p "$port" -n 100000000 -s 64 >"$logs/live.server" 2>&1 &
+live_server=$!
+until tcp_port_is_listening "$port"; do
+  kill -0 "$live_server" 2>/dev/null || break
+  sleep 0.05
+done
+"$cli" run -- ibv_rc_pingpong -p "$port" -n 100000000 -s 64 localhost >"$logs/live.client" 2>&1 &
+live_client=$!
+for _ in $(seq 1 100); do
+  "$cli" stats --pid "$live_server" 2>/dev/null | grep -q "^engine: frames_sent=[1-9]" && break
+  sleep 0.1
+done
+live=$logs/live.pcapng
+if ! timeout 30 "$cli" capture --pid "$live_server" -o "$live" --seconds 1 >"$logs/live.capture" 2>&1; then
+  fail "capture --pid: $(cat "$logs/live.capture")"
+elif ! grep -q "^ok: [1-9][0-9]* packets written to $live" "$logs/live.capture"; then
+  fail "capture --pid wrote nothing: $(cat "$logs/live.capture")"
+else
+  size=$(stat -c %s "$live")
+  sleep 0.5
+  kill -0 "$live_server" 2>/dev/null || fail "capture --pid: the captured program ended"
+  ((size == $(stat -c %s "$live"))) || fail "capture --pid: the file grew after the capture stopped"
+  sends=$(fields "$live" infiniband.bth.opcode | grep -cx 4)
+  acks=$(fields "$live" infiniband.bth.opcode | grep -cx 17)
+  malformed=$(fields "$live" _ws.malformed | grep -c .)
+  if ((sends == 0 || acks == 0 || malformed != 0)); then
+    fail "capture --pid: $sends SENDs, $acks ACKs, $malformed malformed"
+  else
+    echo "ok: capture --pid of a running pingpong ($sends SENDs, $acks ACKs, it goes on)"
+  fi
+fi
+# Only one capture at a time; a process that is not there is reported.
+"$cli" capture --pid "$live_server" -o "$logs/second.pcapng" --seconds 2 >"$logs/second.out" 2>&1 &
+first_capture=$!
+until grep -q "capturing" "$logs/second.out"; do
+  kill -0 "$first_capture" 2>/dev/null || break
+  sleep 0.05
+done
+if "$cli" capture --pid "$live_server" -o "$logs/third.pcapng" --seconds 1 >"$logs/third.out" 2>&1 ||
+  ! grep -q "already captures" "$logs/third.out"; then
+  fail "a second capture of one process was not refused: $(cat "$logs/third.out")"
+fi
+wait "$first_capture" || fail "the first of two captures failed"
+kill -TERM "$live_server" "$live_client" 2>/dev/null
+wait "$live_server" "$live_client" 2>/dev/null
+if "$cli" capture --pid "$live_server" -o "$logs/gone.pcapng" --seconds 1 2>"$logs/gone.err"; then
+  fail "capture --pid of an ended process succeeded"
+else
+  echo "ok: capture --pid of an ended process fails: $(head -1 "$logs/gone.err")"
 fi
 
 ((failures == 0)) || exit 1
