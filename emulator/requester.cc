@@ -8,6 +8,7 @@
 
 #include "emulator/packet/roce_v2.h"
 #include "emulator/qp_impl.h"
+#include "emulator/wire/wire_burst.h"
 
 namespace softverbs {
 namespace {
@@ -75,6 +76,8 @@ bool Requester::drained() const { return qp_.sq.head >= drain_end_; }
 
 void Requester::run() {
   if (!qp_.can_send() || qp_.completer.waiting_for_rnr()) return;
+  // What this pass sends may leave together (one system call on the UDP wire).
+  WireBurst burst(qp_.engine->wire());
   Step step = Step::kNextWqe;
   while (step != Step::kStop) {
     switch (step) {

@@ -8,6 +8,7 @@
 
 #include "emulator/qp_impl.h"
 #include "emulator/srq_impl.h"
+#include "emulator/wire/wire_burst.h"
 
 namespace softverbs {
 namespace {
@@ -435,6 +436,8 @@ void Responder::send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uin
   using packet::Opcode;
   const uint32_t m = qp_.mtu();
   const uint32_t count = len == 0 ? 1 : static_cast<uint32_t>((len + m - 1) / m);
+  // The response's packets may leave together (one system call on the UDP wire).
+  WireBurst burst(qp_.engine->wire());
   for (uint32_t i = 0; i < count; ++i) {
     const bool first = i == 0, last = i + 1 == count;
     Opcode op = first && last ? Opcode::kRcReadResponseOnly

@@ -96,6 +96,8 @@ class FaultInjector final : public Wire {
   // Never sleeps past the earliest release time of a held frame.
   void wait(uint64_t timeout_ns) override;
   void wake() override { inner_->wake(); }
+  void begin_burst() override { inner_->begin_burst(); }
+  void end_burst() override { inner_->end_burst(); }
   void begin_application_poll() override { inner_->begin_application_poll(); }
   bool end_application_poll() override { return inner_->end_application_poll(); }
   bool application_polling() const override { return inner_->application_polling(); }

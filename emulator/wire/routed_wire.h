@@ -50,6 +50,8 @@ class RoutedWire final : public Wire {
               size_t budget) override;
   void wait(uint64_t timeout_ns) override { local_->wait(timeout_ns); }
   void wake() override { local_->wake(); }
+  void begin_burst() override { udp_->begin_burst(); }
+  void end_burst() override { udp_->end_burst(); }
   void begin_application_poll() override { local_->begin_application_poll(); }
   bool end_application_poll() override { return local_->end_application_poll(); }
   bool application_polling() const override { return local_->application_polling(); }

@@ -235,40 +235,95 @@ int UdpWire::socket_for(bool ipv4, uint16_t source_port) {
   return fd >= 0 ? fd : fallback;
 }
 
-bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
-  thread_local std::array<uint8_t, kDatagramBytes + packet::kRoceV2MaxHeaderBytes> buffer;
+// Datagrams this thread has composed and not yet sent, each with the socket
+// it leaves from: outside a burst one at a time, in a burst up to
+// kSendBatch, all for one wire. Made on a thread's first send.
+namespace {
+thread_local unsigned t_burst_depth = 0;  // bursts begun and not ended
+}  // namespace
+
+struct UdpWire::PendingSends {
+  static constexpr size_t kControlBytes =
+      CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int));
+
+  UdpWire* wire = nullptr;
+  size_t count = 0;
+  std::array<std::array<uint8_t, kDatagramBytes + packet::kRoceV2MaxHeaderBytes>, kSendBatch>
+      datagrams;
+  std::array<sockaddr_storage, kSendBatch> names;
+  struct alignas(cmsghdr) Control {
+    std::array<uint8_t, kControlBytes> bytes;
+  };
+  std::array<Control, kSendBatch> controls;
+  std::array<iovec, kSendBatch> iovecs;
+  std::array<mmsghdr, kSendBatch> messages;
+  std::array<int, kSendBatch> fds;
+};
+
+UdpWire::PendingSends& UdpWire::pending() {
+  thread_local std::unique_ptr<PendingSends> sends;
+  if (!sends) sends = std::make_unique<PendingSends>();
+  return *sends;
+}
+
+void UdpWire::begin_burst() { ++t_burst_depth; }
+
+void UdpWire::end_burst() {
+  if (t_burst_depth > 0 && --t_burst_depth == 0) {
+    PendingSends& p = pending();
+    if (p.count > 0) flush(p);
+  }
+}
+
+// Sends what is pending, one sendmmsg per run of datagrams that share a
+// socket. A datagram the socket refuses is dropped and counted.
+void UdpWire::flush(PendingSends& p) {
+  for (size_t begin = 0; begin < p.count;) {
+    size_t end = begin + 1;
+    while (end < p.count && p.fds[end] == p.fds[begin]) ++end;
+    size_t done = begin;
+    while (done < end) {
+      const int n = sendmmsg(p.fds[begin], &p.messages[done], static_cast<unsigned>(end - done),
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    p.wire->sent_.fetch_add(done - begin, std::memory_order_relaxed);
+    if (done < end) p.wire->send_failures_.fetch_add(end - done, std::memory_order_relaxed);
+    begin = end;
+  }
+  p.count = 0;
+}
+
+// Writes the datagram of `frame` into slot `i` of `p`: payload, destination,
+// and as ancillary data the source address (the SGID's, so the IP header
+// says what the ICRC was computed over) and the traffic class. The socket
+// it leaves from, or -1.
+int UdpWire::compose(std::span<const uint8_t> frame, uint32_t multicast_ifindex,
+                     PendingSends& p, size_t i) {
   RoceV2Addressing a;
   a.destination_port = port_;
   // The destination QPN picks the flow's source port.
   a.source_port = packet::roce_v2_source_port(packet::frame_dest_qp(frame));
-  const std::span<const uint8_t> payload = packet::ib_to_roce_v2(frame, a, buffer);
-  if (payload.empty()) {
-    send_failures_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
+  const std::span<const uint8_t> payload = packet::ib_to_roce_v2(frame, a, p.datagrams[i]);
+  if (payload.empty()) return -1;
   const bool ipv4 = packet::is_ipv4_mapped(a.destination);
   // A damaged frame's DestQP may be any: it must not open a socket of its own.
   const int fd = a.damaged ? (ipv4 ? ipv4_fd_ : ipv6_fd_) : socket_for(ipv4, a.source_port);
-  if (fd < 0) {
-    send_failures_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
+  if (fd < 0) return -1;
 
-  sockaddr_storage to{};
-  socklen_t to_length;
-  alignas(cmsghdr) std::array<uint8_t, CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int))>
-      control{};
-  msghdr m{};
-  m.msg_control = control.data();
+  msghdr& m = p.messages[i].msg_hdr;
+  m = msghdr{};
+  p.names[i] = sockaddr_storage{};
+  m.msg_name = &p.names[i];
+  m.msg_control = p.controls[i].bytes.data();
   cmsghdr* c;
-  // The source address is the SGID's (PKTINFO), so the IP header says
-  // what the ICRC was computed over; the traffic class goes with it.
   if (ipv4) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&to);
+    auto* in = reinterpret_cast<sockaddr_in*>(&p.names[i]);
     in->sin_family = AF_INET;
     in->sin_port = htons(port_);
     std::memcpy(&in->sin_addr, a.destination.data() + 12, 4);
-    to_length = sizeof(sockaddr_in);
+    m.msg_namelen = sizeof(sockaddr_in);
     m.msg_controllen = CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int));
     c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = IPPROTO_IP;
@@ -282,11 +337,11 @@ bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
     c->cmsg_level = IPPROTO_IP;
     c->cmsg_type = IP_TOS;
   } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&to);
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&p.names[i]);
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons(port_);
     std::memcpy(&in6->sin6_addr, a.destination.data(), 16);
-    to_length = sizeof(sockaddr_in6);
+    m.msg_namelen = sizeof(sockaddr_in6);
     m.msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(int));
     c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = IPPROTO_IPV6;
@@ -304,17 +359,31 @@ bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
   const int traffic_class = a.traffic_class;
   std::memcpy(CMSG_DATA(c), &traffic_class, sizeof traffic_class);
 
-  iovec iov{const_cast<uint8_t*>(payload.data()), payload.size()};
-  m.msg_name = &to;
-  m.msg_namelen = to_length;
-  m.msg_iov = &iov;
+  p.iovecs[i] = iovec{const_cast<uint8_t*>(payload.data()), payload.size()};
+  m.msg_iov = &p.iovecs[i];
   m.msg_iovlen = 1;
-  if (sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+  return fd;
+}
+
+bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
+  PendingSends& p = pending();
+  if (p.count > 0 && p.wire != this) flush(p);
+  p.wire = this;
+  const int fd = compose(frame, multicast_ifindex, p, p.count);
+  if (fd < 0) {
     send_failures_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  sent_.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  p.fds[p.count++] = fd;
+  if (t_burst_depth > 0 && p.count < kSendBatch) return true;  // leaves with the burst
+  if (p.count > 1) {
+    flush(p);
+    return true;
+  }
+  // Alone: whether the socket took it is known now.
+  const uint64_t failures = send_failures_.load(std::memory_order_relaxed);
+  flush(p);
+  return send_failures_.load(std::memory_order_relaxed) == failures;
 }
 
 size_t UdpWire::receive(const std::function<void(std::span<const uint8_t>)>& deliver,

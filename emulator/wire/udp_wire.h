@@ -21,7 +21,7 @@
 // Sending never blocks: a datagram the socket cannot take now is dropped and
 // counted, like a packet lost on the network; RC retransmits it.
 //
-// Threads: send() and counters() from any thread; receive() from any
+// Threads: send(), bursts and counters() from any thread; receive() from any
 // thread, one at a time (others find it busy and return 0); wait_readable()
 // from one thread.
 #pragma once
@@ -56,8 +56,14 @@ class UdpWire {
 
   // Sends one IB global frame as a RoCEv2 packet from its SGID to its DGID
   // (to a multicast DGID out of interface `multicast_ifindex`). False (and
-  // counted) when it is no global frame or the socket refuses it.
+  // counted) when it is no global frame or the socket refuses it. Inside a
+  // burst of this thread the datagram may wait for the burst's end (or for
+  // kSendBatch others) and leave with them in one sendmmsg; a refusal is
+  // then only counted.
   bool send(std::span<const uint8_t> frame, uint32_t multicast_ifindex = 0);
+  // Wire::begin_burst/end_burst, for this thread.
+  void begin_burst();
+  void end_burst();
 
   // Joins (leaves) IP multicast group `group` (IPv4-mapped or IPv6) on an
   // interface, counting joins: datagrams to the group's port then arrive
@@ -83,10 +89,17 @@ class UdpWire {
   static constexpr size_t kMaxSourcePorts = 64;
   static constexpr int kSocketBufferBytes = 4 << 20;
   static constexpr size_t kReceiveBatch = 16;
+  static constexpr size_t kSendBatch = 16;
 
  private:
   struct ReceiveBuffers;
+  struct PendingSends;
   explicit UdpWire(uint16_t port);
+
+  static PendingSends& pending();
+  static void flush(PendingSends& p);
+  int compose(std::span<const uint8_t> frame, uint32_t multicast_ifindex, PendingSends& p,
+              size_t i);
 
   int socket_for(bool ipv4, uint16_t source_port);
   void set_membership(const Gid& group, uint32_t ifindex, bool member);

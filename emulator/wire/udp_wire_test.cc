@@ -93,6 +93,36 @@ TEST(UdpWire, FramesComeBackIntactAndInOrder) {
   EXPECT_EQ(c.udp_datagrams_received, 5u);
 }
 
+// In a burst datagrams wait for its end, or leave kSendBatch at a time;
+// every one arrives, in order, intact.
+TEST(UdpWire, ABurstLeavesWhenItEndsInOrder) {
+  Errno err = 0;
+  auto wire = UdpWire::open(unused_port(), err);
+  ASSERT_TRUE(wire) << err;
+  constexpr uint32_t kFrames = UdpWire::kSendBatch + 5;
+  wire->begin_burst();
+  wire->begin_burst();  // nested: only the outer end sends
+  for (uint32_t psn = 1; psn <= 3; ++psn) ASSERT_TRUE(wire->send(send_frame(psn)));
+  wire->end_burst();
+  EXPECT_TRUE(receive(*wire, 1).empty()) << "a datagram left before its burst ended";
+  for (uint32_t psn = 4; psn <= kFrames; ++psn) ASSERT_TRUE(wire->send(send_frame(psn)));
+  // The first kSendBatch left when the batch filled; the rest wait.
+  EXPECT_EQ(receive(*wire, UdpWire::kSendBatch).size(), UdpWire::kSendBatch);
+  wire->end_burst();
+  const auto rest = receive(*wire, kFrames - UdpWire::kSendBatch);
+  ASSERT_EQ(rest.size(), kFrames - UdpWire::kSendBatch);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    packet::DecodedPacket p;
+    ASSERT_EQ(packet::decode_ib(rest[i], p), packet::DecodeError::kNone);
+    EXPECT_EQ(p.headers.bth.psn, UdpWire::kSendBatch + 1 + i);
+    EXPECT_EQ(p.payload[0], static_cast<uint8_t>(p.headers.bth.psn));
+  }
+  WireCounters c;
+  wire->add_counters(c);
+  EXPECT_EQ(c.udp_datagrams_sent, kFrames);
+  EXPECT_EQ(c.udp_send_failures, 0u);
+}
+
 TEST(UdpWire, WhatAHostileSenderSendsIsDroppedAndCounted) {
   Errno err = 0;
   const uint16_t port = unused_port();

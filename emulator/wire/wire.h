@@ -78,6 +78,13 @@ class Wire {
   virtual void wait(uint64_t timeout_ns) = 0;
   virtual void wake() = 0;
 
+  // Frames this thread sends between begin_burst() and the matching
+  // end_burst() may be held back and handed on together when the outermost
+  // burst ends (the UDP wire: one system call for many datagrams). Bursts
+  // nest; use WireBurst (wire_burst.h) rather than calling these.
+  virtual void begin_burst() {}
+  virtual void end_burst() {}
+
   // An application thread is about to poll (and has polled): while one is
   // polling, senders need not wake this process's waiter. end returns true
   // when a frame may have arrived unseen: the caller must then wake().
