@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "provider/rdmacm/cm_file_commands.h"
@@ -216,7 +217,11 @@ int CmFile::get_event(const uint8_t* in, size_t in_length) {
       // Once closed, the fd may name another file: a reader stays blocked,
       // as on the kernel's file, until the process ends.
       if (!closed_ && (::fcntl(eventfd_, F_GETFL) & O_NONBLOCK)) return EAGAIN;
+      reader_tid_ = static_cast<pid_t>(::syscall(SYS_gettid));
+      reader_waiting_ = true;
+      reader_back_.notify_all();
       arrived_.wait(lock);
+      reader_waiting_ = false;
     }
     event = std::move(events_.front());
     events_.pop_front();
@@ -286,10 +291,26 @@ void CmFile::on_cm_event(const cm::Event& event) {
   post_event(std::move(queued));
 }
 
+// A program whose event thread loops on rdma_get_cm_event while another
+// thread destroys the channel (rping does) works on the kernel because the
+// event thread is nearly always back in its read by then, and a read that
+// came first blocks for ever; had it come after, it would read the freed
+// channel. Here the closing thread can be quicker, so when another thread
+// has waited for events on this file and is alive but not waiting now,
+// the close gives it up to kEventThreadGraceMs to be back.
+void CmFile::wait_for_event_thread(std::unique_lock<std::mutex>& lock) {
+  const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+  if (reader_tid_ == 0 || reader_tid_ == self || reader_waiting_) return;
+  if (::syscall(SYS_tgkill, ::getpid(), reader_tid_, 0) != 0) return;  // it ended
+  reader_back_.wait_for(lock, std::chrono::milliseconds(kEventThreadGraceMs),
+                        [this] { return reader_waiting_; });
+}
+
 void CmFile::close() {
   std::vector<uint32_t> ids;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    wait_for_event_thread(lock);
     closed_ = true;
     for (const auto& [handle, id] : ids_) ids.push_back(handle);
     ids_.clear();

@@ -45,6 +45,8 @@ class CmFile final : public cm::EventSink {
   // Destroys every id still on the file (close(2) of the last reference).
   void close();
 
+  static constexpr int kEventThreadGraceMs = 50;
+
   void on_cm_event(const cm::Event& event) override;
 
  private:
@@ -90,6 +92,7 @@ class CmFile final : public cm::EventSink {
   bool has_id(uint32_t id);
   // Queues an event and makes the file readable.
   void post_event(CmFileEvent event);
+  void wait_for_event_thread(std::unique_lock<std::mutex>& lock);
   // Makes the fd readable exactly while events wait; after every change.
   void update_readiness();
   // Takes the ids of `listen_id`'s unread connection requests off the file.
@@ -103,6 +106,11 @@ class CmFile final : public cm::EventSink {
   bool readable_ = false;
   bool closed_ = false;
   std::condition_variable arrived_;
+  // The thread that last waited for an event here, and whether it waits
+  // now: close() gives it a moment to be back (see there).
+  pid_t reader_tid_ = 0;
+  bool reader_waiting_ = false;
+  std::condition_variable reader_back_;
   // Multicast groups joined, by handle (librdmacm's "mc id").
   struct Multicast {
     uint32_t id = 0;  // the id that joined

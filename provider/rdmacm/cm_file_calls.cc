@@ -88,16 +88,21 @@ bool stat_of_cm_file(int fd, Stat* out) {
 // after. Programs (rping's event thread among them) count on the first,
 // which is what a thread usually wins; here the close is seen first more
 // often (the thread has more to do to get in), so a GET_EVENT on an
-// rdma_cm fd closed and not reopened blocks, as if it had come first.
+// rdma_cm fd that was closed blocks, as if it had come first: whether the
+// fd is closed now, or already names a file opened since (then the
+// command, exactly as librdmacm writes it, is surely not meant for that
+// file).
 [[noreturn]] void block_as_on_a_closed_channel() {
   while (true) pause();
 }
 
 bool asks_for_event_on_closed_channel(int fd, const void* buffer, size_t count) {
   rdma_ucm_cmd_hdr header;
-  if (count < sizeof header || !was_closed_cm_file(fd)) return false;
+  if (count != sizeof header + sizeof(rdma_ucm_get_event) || !was_closed_cm_file(fd))
+    return false;
   std::memcpy(&header, buffer, sizeof header);
-  return header.cmd == RDMA_USER_CM_CMD_GET_EVENT && ::fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+  return header.cmd == RDMA_USER_CM_CMD_GET_EVENT && header.in == sizeof(rdma_ucm_get_event) &&
+         header.out >= offsetof(rdma_ucm_event_resp, reserved);
 }
 
 }  // namespace
