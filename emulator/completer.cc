@@ -87,9 +87,18 @@ void Completer::on_response(const packet::DecodedPacket& pkt, const packet::Opco
 }
 
 Completer::Step Completer::check_psn(Response& r) {
+  const uint32_t next = qp_.requester.next_psn();
+  // After a go back N the window may let only part of what was sent go
+  // again before an ACK comes for more of it: the responder holds every
+  // PSN up to the ACK's, so it acknowledges all that is outstanding now.
+  if (r.info.operation == packet::Operation::kAcknowledge &&
+      aeth::kind(r.pkt.headers.aeth.syndrome) == aeth::Kind::kAck && next != una_psn_ &&
+      packet::psn_diff(r.psn, next) >= 0 &&
+      packet::psn_diff(r.psn, qp_.requester.sent_end()) < 0)
+    r.psn = packet::psn_add(next, packet::kPsnMask);  // next - 1
   // Responses for PSNs never sent, or older than anything outstanding, are
   // stale duplicates (IBTA 9.7.5.1.x): ignore them.
-  if (packet::psn_diff(r.psn, qp_.requester.next_psn()) >= 0 ||
+  if (packet::psn_diff(r.psn, next) >= 0 ||
       packet::psn_diff(r.psn, una_psn_) < 0) {
     ++qp_.counters.stale_responses;
     return Step::kDone;
@@ -253,6 +262,7 @@ Completer::Acknowledgement Completer::acknowledge_before(uint32_t psn) {
 
 void Completer::advance_una(uint32_t psn) {
   if (packet::psn_diff(psn, una_psn_) <= 0) return;
+  qp_.requester.window().on_acknowledged(static_cast<uint32_t>(packet::psn_diff(psn, una_psn_)));
   una_psn_ = psn;
   if (deferred_ack_psn_ && packet::psn_diff(una_psn_, *deferred_ack_psn_) >= 0)
     deferred_ack_psn_.reset();
@@ -292,6 +302,7 @@ void Completer::request_missing_responses(SendWqe& w, bool stream_ended) {
   resend_pending_ = true;
   resend_psn_ = w.next_response_psn;
   if (retries_exhausted()) return fail_oldest(WcStatus::kRetryExcErr);
+  qp_.requester.window().on_loss(w.next_response_psn, qp_.requester.next_psn());
   read_arrivals_.follow(w.first_psn);
   read_arrivals_.for_each_gap(w.next_response_psn, w.last_psn, kMaxGapRequests,
                               [&](uint32_t psn, uint32_t packets) {
@@ -325,6 +336,7 @@ void Completer::resend_from(uint32_t psn) {
   resend_pending_ = true;
   resend_psn_ = psn;
   if (retries_exhausted()) return fail_oldest(WcStatus::kRetryExcErr);
+  qp_.requester.window().on_loss(psn, qp_.requester.next_psn());
   qp_.requester.rewind_to(psn);
   qp_.requester.run();
 }
@@ -344,6 +356,7 @@ void Completer::resend_outstanding() {
   if (una_psn_ == qp_.requester.next_psn()) return;
   resend_pending_ = true;
   resend_psn_ = una_psn_;
+  qp_.requester.window().on_loss(una_psn_, qp_.requester.next_psn());
   qp_.requester.rewind_to(una_psn_);
   qp_.requester.run();
 }

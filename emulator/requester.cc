@@ -15,12 +15,9 @@ namespace {
 
 using packet::Opcode;
 
-// Unacknowledged packets the requester lets fly before it waits for ACKs.
-// Kept modest: go back N resends up to this many after one loss.
-constexpr uint32_t kMaxPacketsInFlight = 256;
 // Within a long message, ask for an ACK this often so the window keeps
 // moving (the responder acknowledges only where AckReq is set).
-constexpr uint32_t kAckRequestInterval = kMaxPacketsInFlight / 4;
+constexpr uint32_t kAckRequestInterval = Requester::kMaxPacketsInFlight / 4;
 // A SEND or WRITE with at least this much left goes as a run (one frame,
 // payload pulled by the receiver with one copy) where the wire allows.
 constexpr uint64_t kRunMinBytes = 16 * 1024;
@@ -70,6 +67,7 @@ void Requester::reset() {
   ack_request_next_ = false;
   rd_atomic_outstanding_ = 0;
   started_end_ = drain_end_ = 0;
+  window_.reset();
 }
 
 bool Requester::drained() const { return qp_.sq.head >= drain_end_; }
@@ -113,7 +111,7 @@ Requester::Step Requester::next_wqe() {
 }
 
 Requester::Step Requester::check_limits() {
-  if (packets_in_flight() >= kMaxPacketsInFlight) return Step::kStop;
+  if (packets_in_flight() >= window_.packets()) return Step::kStop;
   if (send_offset_ != 0 || wqe_->started) return Step::kStartWqe;
   // IBTA 10.8.3.3: a fenced WR waits for earlier READs and atomics.
   if ((wqe_->flags & kWrFence) && rd_atomic_outstanding_) return Step::kStop;
@@ -245,9 +243,12 @@ Requester::Step Requester::send_segment() {
   const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(left, m));
   const bool last = left <= m;
   packet::Headers h = segment_headers(w, npsn_, first, last);
+  // Also the packet that fills a shrunken window asks: else the window
+  // could stand full, waiting for the end of a message it does not hold.
   h.bth.ack_req = last || ack_request_next_ ||
                   packet::psn_diff(npsn_, w.first_psn) % kAckRequestInterval ==
-                      kAckRequestInterval - 1;
+                      kAckRequestInterval - 1 ||
+                  packets_in_flight() + 1 >= window_.packets();
   ack_request_next_ = false;
   if (qp_.type == QpType::kUc) h.bth.ack_req = false;  // UC is never acknowledged
 
@@ -266,7 +267,7 @@ Requester::Step Requester::send_segment() {
 bool Requester::run_fits(const SendWqe& w) const {
   if (w.inline_len || w.length - send_offset_ < kRunMinBytes) return false;
   const uint32_t in_flight = packets_in_flight();
-  if (kMaxPacketsInFlight - in_flight < 2) return false;
+  if (in_flight + 2 > window_.packets()) return false;
   return qp_.engine->runs_allowed(WireAddress{qp_.peer_device_index, qp_.attr.dest_qp_num});
 }
 
@@ -276,7 +277,7 @@ Requester::Step Requester::send_run() {
   const uint64_t left = w.length - send_offset_;
   const uint32_t packets_left = static_cast<uint32_t>((left + m - 1) / m);
   const uint32_t in_flight = packets_in_flight();
-  const uint32_t packets = std::min(packets_left, kMaxPacketsInFlight - in_flight);
+  const uint32_t packets = std::min(packets_left, window_.packets() - in_flight);
   const bool ends = packets == packets_left;
   RunFrame run;
   run.sender_pid = static_cast<uint32_t>(getpid());

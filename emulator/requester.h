@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "emulator/congestion_window.h"
 #include "emulator/multicast_directory.h"
 #include "emulator/packet/headers.h"
 #include "emulator/wire/wire.h"
@@ -45,6 +46,9 @@ class Requester {
   bool drained() const;
 
   uint32_t next_psn() const { return npsn_; }
+  // One past the highest PSN ever sent (next_psn() is lower after a go
+  // back N, until the resending catches up).
+  uint32_t sent_end() const { return psn_high_; }
   // A READ or atomic WQE finished (done, failed or flushed): one less
   // outstanding against max_rd_atomic.
   void rd_atomic_finished() {
@@ -52,6 +56,14 @@ class Requester {
   }
   uint32_t rd_atomic_outstanding() const { return rd_atomic_outstanding_; }
   uint32_t packets_of(const SendWqe& w) const;
+  // Unacknowledged packets let fly before waiting for ACKs: the
+  // completer shrinks it on loss and grows it as ACKs come.
+  CongestionWindow& window() { return window_; }
+  const CongestionWindow& window() const { return window_; }
+
+  // The transport's limit of unacknowledged packets, kept modest: go back
+  // N resends up to this many after one loss.
+  static constexpr uint32_t kMaxPacketsInFlight = 256;
 
  private:
   enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendAtomicWrite,
@@ -102,6 +114,7 @@ class Requester {
   // back N clears `started` on the WQEs it rewinds over; this stays.
   uint64_t started_end_ = 0;
   uint64_t drain_end_ = 0;  // in SQD: the WQEs before it may still be sent
+  CongestionWindow window_{kMaxPacketsInFlight};
 };
 
 }  // namespace softverbs

@@ -49,6 +49,7 @@ void write_qp(std::ostringstream& out, QpImpl& qp) {
   out << "    send_queue posted=" << qp.sq.tail - qp.sq.head
       << " unsent=" << qp.sq.tail - qp.sq.next << " next_psn=" << qp.requester.next_psn()
       << " unacked_psn=" << qp.completer.unacked_psn()
+      << " window=" << qp.requester.window().packets()
       << " rd_atomic_outstanding=" << qp.requester.rd_atomic_outstanding()
       << " retransmit_timer=" << (qp.completer.retransmit_armed() ? "armed" : "off")
       << " rnr_wait=" << (qp.completer.waiting_for_rnr() ? "yes" : "no")
