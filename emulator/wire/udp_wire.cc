@@ -276,22 +276,30 @@ void UdpWire::end_burst() {
 }
 
 // Sends what is pending, one sendmmsg per run of datagrams that share a
-// socket. A datagram the socket refuses is dropped and counted.
+// socket. A datagram the socket refuses is dropped and counted; the ones
+// after it are tried again.
 void UdpWire::flush(PendingSends& p) {
+  uint64_t sent = 0, refused = 0;
   for (size_t begin = 0; begin < p.count;) {
     size_t end = begin + 1;
     while (end < p.count && p.fds[end] == p.fds[begin]) ++end;
-    size_t done = begin;
-    while (done < end) {
-      const int n = sendmmsg(p.fds[begin], &p.messages[done], static_cast<unsigned>(end - done),
+    for (size_t next = begin; next < end;) {
+      const int n = sendmmsg(p.fds[begin], &p.messages[next], static_cast<unsigned>(end - next),
                              MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
+      if (n > 0) {
+        sent += static_cast<uint64_t>(n);
+        next += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        ++refused;
+        ++next;
+      }
     }
-    p.wire->sent_.fetch_add(done - begin, std::memory_order_relaxed);
-    if (done < end) p.wire->send_failures_.fetch_add(end - done, std::memory_order_relaxed);
     begin = end;
   }
+  p.wire->sent_.fetch_add(sent, std::memory_order_relaxed);
+  if (refused) p.wire->send_failures_.fetch_add(refused, std::memory_order_relaxed);
   p.count = 0;
 }
 
@@ -315,6 +323,8 @@ int UdpWire::compose(std::span<const uint8_t> frame, uint32_t multicast_ifindex,
   msghdr& m = p.messages[i].msg_hdr;
   m = msghdr{};
   p.names[i] = sockaddr_storage{};
+  // Zeroed: CMSG_NXTHDR reads the length field of the header it moves to.
+  p.controls[i] = PendingSends::Control{};
   m.msg_name = &p.names[i];
   m.msg_control = p.controls[i].bytes.data();
   cmsghdr* c;

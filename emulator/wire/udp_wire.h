@@ -83,6 +83,7 @@ class UdpWire {
   void interrupt();
 
   uint16_t port() const { return port_; }
+  bool has_ipv6() const { return ipv6_fd_ >= 0; }
   // Fills the udp_* fields.
   void add_counters(WireCounters& counters) const;
 

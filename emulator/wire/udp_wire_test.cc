@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "emulator/packet/codec.h"
@@ -38,10 +39,16 @@ uint16_t unused_port() {
   return ntohs(a.sin_port);
 }
 
-std::vector<uint8_t> send_frame(uint32_t psn) {
+Gid ipv6_loopback_gid() {
+  Gid g{};
+  g[15] = 1;
+  return g;
+}
+
+std::vector<uint8_t> send_frame(uint32_t psn, const Gid& gid = loopback_gid()) {
   packet::Headers h;
   h.has_grh = true;
-  h.grh.sgid = h.grh.dgid = loopback_gid();
+  h.grh.sgid = h.grh.dgid = gid;
   h.bth.opcode = packet::Opcode::kRcSendOnly;
   h.bth.dest_qp = 0x21;
   h.bth.psn = psn;
@@ -121,6 +128,30 @@ TEST(UdpWire, ABurstLeavesWhenItEndsInOrder) {
   wire->add_counters(c);
   EXPECT_EQ(c.udp_datagrams_sent, kFrames);
   EXPECT_EQ(c.udp_send_failures, 0u);
+}
+
+// IPv4 and IPv6 datagrams in one burst leave from their own sockets, each
+// with its own ancillary data.
+TEST(UdpWire, ABurstMixesIpv4AndIpv6) {
+  Errno err = 0;
+  auto wire = UdpWire::open(unused_port(), err);
+  ASSERT_TRUE(wire) << err;
+  if (!wire->has_ipv6()) GTEST_SKIP() << "this host has no IPv6";
+  wire->begin_burst();
+  for (uint32_t psn = 1; psn <= 6; ++psn)
+    ASSERT_TRUE(wire->send(send_frame(psn, psn % 2 ? ipv6_loopback_gid() : loopback_gid())));
+  wire->end_burst();
+  const auto got = receive(*wire, 6);
+  ASSERT_EQ(got.size(), 6u);
+  std::vector<uint32_t> psns;
+  for (const auto& f : got) {
+    packet::DecodedPacket p;
+    ASSERT_EQ(packet::decode_ib(f, p), packet::DecodeError::kNone);
+    EXPECT_EQ(p.headers.grh.dgid, p.headers.bth.psn % 2 ? ipv6_loopback_gid() : loopback_gid());
+    psns.push_back(p.headers.bth.psn);
+  }
+  std::sort(psns.begin(), psns.end());
+  EXPECT_EQ(psns, (std::vector<uint32_t>{1, 2, 3, 4, 5, 6}));
 }
 
 TEST(UdpWire, WhatAHostileSenderSendsIsDroppedAndCounted) {
