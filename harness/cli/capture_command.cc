@@ -84,6 +84,22 @@ bool ask(pid_t pid, const std::string& request, std::string& reply) {
   return true;
 }
 
+// Waits for Ctrl-C (SIGINT or SIGTERM) or `seconds` (0: no limit); false
+// when process `pid` ends first.
+bool wait_for_stop(pid_t pid, long seconds) {
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (!g_interrupted) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (seconds && now.tv_sec - start.tv_sec >= seconds) return true;
+    timespec tick{0, 100'000'000};
+    nanosleep(&tick, nullptr);
+  }
+  return true;
+}
+
 // Captures process `pid` until Ctrl-C (SIGINT or SIGTERM), --seconds, or
 // the process's end.
 int capture_running_process(const Options& o, const std::string& path) {
@@ -109,20 +125,10 @@ int capture_running_process(const Options& o, const std::string& path) {
   std::fputs(reply.c_str(), stdout);
   std::fflush(stdout);
 
-  const long seconds = o.seconds.empty() ? 0 : std::stol(o.seconds);
-  timespec start{};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  while (!g_interrupted) {
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      std::printf("process %ld ended; %s holds what it sent and received until then\n", pid,
-                  path.c_str());
-      return kExitSuccess;
-    }
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (seconds && now.tv_sec - start.tv_sec >= seconds) break;
-    timespec tick{0, 100'000'000};
-    nanosleep(&tick, nullptr);
+  if (!wait_for_stop(static_cast<pid_t>(pid), o.seconds.empty() ? 0 : std::stol(o.seconds))) {
+    std::printf("process %ld ended; %s holds what it sent and received until then\n", pid,
+                path.c_str());
+    return kExitSuccess;
   }
   if (!ask(static_cast<pid_t>(pid), "capture stop", reply)) return kExitFailure;
   std::fputs(reply.c_str(), stdout);
