@@ -177,7 +177,7 @@ void FaultInjector::observe(FrameObserver& observer, Direction direction,
     observer.observe(direction, frame, FrameFate::kDropped);
   } else {
     observer.observe(direction, bytes,
-                       outcome.corrupted.empty() ? FrameFate::kPassed : FrameFate::kCorrupted);
+                     outcome.corrupted.empty() ? FrameFate::kPassed : FrameFate::kCorrupted);
     for (int i = 1; i < outcome.copies; ++i)
       observer.observe(direction, bytes, FrameFate::kDuplicate);
   }

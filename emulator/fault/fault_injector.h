@@ -76,7 +76,9 @@ class FaultInjector final : public Wire {
   // its fate (frame_observer.h); nullptr ends that. May change while
   // traffic flows: a frame being shown as it changes still reaches the old
   // observer, so every observer set must outlive the injector.
-  void set_observer(FrameObserver* observer) { observer_.store(observer, std::memory_order_release); }
+  void set_observer(FrameObserver* observer) {
+    observer_.store(observer, std::memory_order_release);
+  }
   FrameObserver* observer() const { return observer_.load(std::memory_order_acquire); }
   bool observed() const { return observer() != nullptr; }
   // Every packet must be a frame of its own: for rules or an observer to see.

@@ -105,7 +105,8 @@ bool wait_for_stop(pid_t pid, long seconds) {
 int capture_running_process(const Options& o, const std::string& path) {
   char* end = nullptr;
   const long pid = std::strtol(o.pid.c_str(), &end, 10);
-  if (*end || pid <= 0) return usage_error("capture: --pid '" + o.pid + "' is not a process id", kHint);
+  if (*end || pid <= 0)
+    return usage_error("capture: --pid '" + o.pid + "' is not a process id", kHint);
   if (!remove_old(path)) return kExitFailure;
   std::string request = "capture start";
   if (!o.qps.empty()) {
@@ -135,10 +136,10 @@ int capture_running_process(const Options& o, const std::string& path) {
   return kExitSuccess;
 }
 
-}  // namespace
-
-int capture_command(std::span<char* const> args) {
-  Options o;
+// Reads the options before "--" into `o`; `program_at` is where the
+// program starts (args.size() when none is given). An exit status when an
+// option is wrong (or -h), else -1.
+int parse_options(std::span<char* const> args, Options& o, size_t& program_at) {
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string_view arg = args[i];
@@ -149,27 +150,42 @@ int capture_command(std::span<char* const> args) {
     }
     const bool takes_value = arg == "-o" || arg == "--device" || arg == "--qp" ||
                              arg == "--limit-mb" || arg == "--pid" || arg == "--seconds";
-    if (!takes_value) return usage_error("capture: unknown option '" + std::string(arg) + "'", kHint);
-    if (i + 1 >= args.size()) return usage_error("capture: " + std::string(arg) + " needs a value", kHint);
+    const std::string option(arg);
+    if (!takes_value) return usage_error("capture: unknown option '" + option + "'", kHint);
+    if (i + 1 >= args.size()) return usage_error("capture: " + option + " needs a value", kHint);
     const std::string value = args[++i];
     if (arg == "-o") o.output = value;
     if (arg == "--device") o.device = value;
     if (arg == "--pid") o.pid = value;
     if (arg == "--limit-mb") {
-      if (!is_count(value)) return usage_error("capture: --limit-mb '" + value + "' is not a size in MiB", kHint);
+      if (!is_count(value))
+        return usage_error("capture: --limit-mb '" + value + "' is not a size in MiB", kHint);
       o.limit = value;
     }
     if (arg == "--seconds") {
-      if (!is_count(value)) return usage_error("capture: --seconds '" + value + "' is not a number of seconds", kHint);
+      if (!is_count(value))
+        return usage_error("capture: --seconds '" + value + "' is not a number of seconds", kHint);
       o.seconds = value;
     }
     if (arg == "--qp") {
       if (!is_qpn(value))
-        return usage_error("capture: --qp '" + value + "' is not a QP number (24 bits, e.g. 0x12)", kHint);
+        return usage_error(
+            "capture: --qp '" + value + "' is not a QP number (24 bits, e.g. 0x12)", kHint);
       o.qps.push_back(value);
     }
   }
-  if (o.output.empty()) return usage_error("capture: say where to write with -o FILE.pcapng", kHint);
+  program_at = i;
+  return -1;
+}
+
+}  // namespace
+
+int capture_command(std::span<char* const> args) {
+  Options o;
+  size_t i = 0;
+  if (int status = parse_options(args, o, i); status >= 0) return status;
+  if (o.output.empty())
+    return usage_error("capture: say where to write with -o FILE.pcapng", kHint);
   const std::string path = absolute(o.output);
   if (!o.pid.empty()) {
     if (i < args.size())
@@ -178,7 +194,8 @@ int capture_command(std::span<char* const> args) {
   }
   if (!o.seconds.empty())
     return usage_error("capture: --seconds is for --pid; a program's capture ends with it", kHint);
-  if (i >= args.size()) return usage_error("capture: no program given (put it after --), or say --pid PID", kHint);
+  if (i >= args.size())
+    return usage_error("capture: no program given (put it after --), or say --pid PID", kHint);
 
   // The program's first process makes the file afresh.
   if (!remove_old(path)) return kExitFailure;
