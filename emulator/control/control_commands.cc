@@ -92,6 +92,8 @@ std::string stats(Engine& engine) {
     out << "udp: datagrams_sent=" << w.udp_datagrams_sent
         << " datagrams_received=" << w.udp_datagrams_received
         << " send_failures=" << w.udp_send_failures
+        << " segmented_sends=" << w.udp_segmented_sends
+        << " segmented_datagrams=" << w.udp_segmented_datagrams
         << " dropped_malformed=" << w.udp_dropped_malformed
         << " dropped_bad_icrc=" << w.udp_dropped_bad_icrc
         << " dropped_not_here=" << w.udp_dropped_not_here << "\n";

@@ -6,8 +6,6 @@
 
 #include <array>
 
-#include "emulator/packet/icrc.h"
-
 namespace softverbs::packet {
 namespace {
 
@@ -101,12 +99,21 @@ bool in_span(const std::array<uint32_t, 16>& columns, uint32_t target) {
 
 }  // namespace
 
-bool ipv4_identification_explains(std::span<const uint8_t> packet,
-                                  size_t identification_offset, uint32_t received_icrc) {
-  if (packet.size() < identification_offset + 2) return false;
-  const uint32_t difference = icrc_roce_v2(packet) ^ received_icrc;
-  const size_t trailing = packet.size() - identification_offset - 2;
-  return in_span(identification_columns(trailing), difference);
+bool ipv4_identification_explains(size_t covered, size_t identification_offset,
+                                  uint32_t difference) {
+  if (covered < identification_offset + 2) return false;
+  return in_span(identification_columns(covered - identification_offset - 2), difference);
+}
+
+uint32_t ipv4_identification_icrc_change(size_t covered, size_t identification_offset,
+                                         uint16_t identification) {
+  if (covered < identification_offset + 2) return 0;
+  const std::array<uint32_t, 16> columns =
+      identification_columns(covered - identification_offset - 2);
+  uint32_t change = 0;
+  for (int bit = 0; bit < 16; ++bit)
+    if (identification >> bit & 1) change ^= columns[bit];
+  return change;
 }
 
 }  // namespace softverbs::packet

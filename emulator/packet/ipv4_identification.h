@@ -15,10 +15,17 @@
 
 namespace softverbs::packet {
 
-// `packet` is what icrc_roce_v2() covers, with the identification (16 bits,
-// big-endian at `identification_offset`) set to 0. True when some value of
-// it would make icrc_roce_v2() equal `received_icrc`.
-bool ipv4_identification_explains(std::span<const uint8_t> packet,
-                                  size_t identification_offset, uint32_t received_icrc);
+// For a packet of `covered` bytes (what icrc_roce_v2() covers) whose
+// identification (16 bits, big-endian at `identification_offset`) was
+// taken as 0: true when some value of it explains `difference`, the
+// received ICRC XOR the one computed.
+bool ipv4_identification_explains(size_t covered, size_t identification_offset,
+                                  uint32_t difference);
+
+// What the ICRC of a `covered`-byte packet changes by (XOR) when its
+// identification, at `identification_offset`, is `identification` instead
+// of 0.
+uint32_t ipv4_identification_icrc_change(size_t covered, size_t identification_offset,
+                                         uint16_t identification);
 
 }  // namespace softverbs::packet

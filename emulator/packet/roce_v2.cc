@@ -142,6 +142,14 @@ std::span<const uint8_t> transport_to_roce_v2(std::span<const uint8_t> transport
   return std::span<const uint8_t>(bth, payload_bytes);
 }
 
+void toggle_ipv4_identification(std::span<uint8_t> udp_payload, uint16_t identification) {
+  if (udp_payload.size() < kBthBytes + kIcrcBytes) return;
+  const size_t covered = kIpv4HeaderBytes + kUdpHeaderBytes + udp_payload.size() - kIcrcBytes;
+  uint8_t* icrc = udp_payload.data() + udp_payload.size() - kIcrcBytes;
+  store_icrc(icrc, load_icrc(icrc) ^ ipv4_identification_icrc_change(
+                                         covered, kIpv4IdentificationOffset, identification));
+}
+
 DecodeError roce_v2_to_ib(const RoceV2Addressing& addressing,
                           std::span<const uint8_t> udp_payload, std::span<uint8_t> out,
                           std::span<const uint8_t>& frame) {
@@ -156,10 +164,10 @@ DecodeError roce_v2_to_ib(const RoceV2Addressing& addressing,
   std::memcpy(bth, udp_payload.data(), n);
   uint8_t* ip = put_ip_udp_headers(bth, addressing, ipv4, n);
   const size_t covered = static_cast<size_t>(bth - ip) + n - kIcrcBytes;
-  const uint32_t received = load_icrc(bth + n - kIcrcBytes);
-  if (icrc_roce_v2(std::span(ip, covered)) != received &&
-      !(ipv4 && ipv4_identification_explains(std::span(ip, covered), kIpv4IdentificationOffset,
-                                             received)))
+  const uint32_t difference =
+      load_icrc(bth + n - kIcrcBytes) ^ icrc_roce_v2(std::span(ip, covered));
+  if (difference != 0 &&
+      !(ipv4 && ipv4_identification_explains(covered, kIpv4IdentificationOffset, difference)))
     return DecodeError::kBadIcrc;
 
   put_lrh_and_grh(out.data(), addressing, n);

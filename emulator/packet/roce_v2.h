@@ -76,6 +76,12 @@ std::span<const uint8_t> transport_to_roce_v2(std::span<const uint8_t> transport
                                               const RoceV2Addressing& addressing,
                                               std::span<uint8_t> out);
 
+// Makes the ICRC of an IPv4 RoCEv2 UDP payload (from ib_to_roce_v2) right
+// for a packet whose IPv4 identification is `identification` rather than 0;
+// doing it twice undoes it. The kernel numbers the segments of a UDP GSO
+// send 0, 1, 2...
+void toggle_ipv4_identification(std::span<uint8_t> udp_payload, uint16_t identification);
+
 // Checks the ICRC of a received RoCEv2 UDP payload and turns it into an IB
 // global frame in `out` (at least payload size + kRoceV2MaxHeaderBytes
 // bytes), LIDs 0. Returns kNone and sets `frame` to it, or kTruncated (too

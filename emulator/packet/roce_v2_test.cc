@@ -148,6 +148,21 @@ TEST(RoceV2, AnIpv4SenderThatNumbersItsPacketsIsStillChecked) {
   EXPECT_EQ(roce_v2_to_ib(c.addressing, c.udp_payload, out, back), DecodeError::kBadIcrc);
 }
 
+// A GSO segment's ICRC, made for its identification, is the one computed
+// over its real IPv4 header; toggling again gives back identification 0's.
+TEST(RoceV2, AnIcrcIsMadeForAnyIdentification) {
+  Converted c = to_roce(ib_frame(ipv4_gid(10, 0, 0, 1), ipv4_gid(10, 0, 0, 2), kPayload));
+  const std::vector<uint8_t> original = c.udp_payload;
+  for (uint16_t id : {1, 2, 7, 15, 0x8001}) {
+    toggle_ipv4_identification(c.udp_payload, id);
+    EXPECT_EQ(load_icrc(c.udp_payload.data() + c.udp_payload.size() - kIcrcBytes),
+              icrc_of(ipv4_packet(c, id)))
+        << id;
+    toggle_ipv4_identification(c.udp_payload, id);
+    EXPECT_EQ(c.udp_payload, original);
+  }
+}
+
 TEST(RoceV2, WhatIsNoRoceV2PacketIsRefused) {
   // A local (LRH-only) frame, and GIDs of two families.
   Headers h;

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -258,6 +259,13 @@ struct UdpWire::PendingSends {
   std::array<iovec, kSendBatch> iovecs;
   std::array<mmsghdr, kSendBatch> messages;
   std::array<int, kSendBatch> fds;
+  std::array<bool, kSendBatch> ipv4;
+};
+
+// Counts of one flush, added to the wire's counters at its end.
+struct UdpWire::SendTally {
+  uint64_t sent = 0;
+  uint64_t refused = 0;
 };
 
 UdpWire::PendingSends& UdpWire::pending() {
@@ -275,32 +283,132 @@ void UdpWire::end_burst() {
   }
 }
 
-// Sends what is pending, one sendmmsg per run of datagrams that share a
-// socket. A datagram the socket refuses is dropped and counted; the ones
-// after it are tried again.
+// Sends what is pending, run by run of datagrams that share a socket.
 void UdpWire::flush(PendingSends& p) {
-  uint64_t sent = 0, refused = 0;
+  SendTally tally;
   for (size_t begin = 0; begin < p.count;) {
     size_t end = begin + 1;
     while (end < p.count && p.fds[end] == p.fds[begin]) ++end;
-    for (size_t next = begin; next < end;) {
-      const int n = sendmmsg(p.fds[begin], &p.messages[next], static_cast<unsigned>(end - next),
-                             MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += static_cast<uint64_t>(n);
-        next += static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        ++refused;
-        ++next;
-      }
-    }
+    p.wire->send_run(p, begin, end, tally);
     begin = end;
   }
-  p.wire->sent_.fetch_add(sent, std::memory_order_relaxed);
-  if (refused) p.wire->send_failures_.fetch_add(refused, std::memory_order_relaxed);
+  p.wire->sent_.fetch_add(tally.sent, std::memory_order_relaxed);
+  if (tally.refused) p.wire->send_failures_.fetch_add(tally.refused, std::memory_order_relaxed);
   p.count = 0;
+}
+
+// Datagrams [begin, end) of one socket: a stretch of equal-sized ones to
+// one destination goes as one UDP GSO send, the rest with sendmmsg.
+void UdpWire::send_run(PendingSends& p, size_t begin, size_t end, SendTally& tally) {
+  size_t unsent = begin;
+  for (size_t next = begin; next < end;) {
+    const size_t segments =
+        gso_works_.load(std::memory_order_relaxed) ? gso_group(p, next, end) : 1;
+    if (segments < 2) {
+      ++next;
+      continue;
+    }
+    send_each(p, unsent, next, tally);
+    if (!send_segmented(p, next, segments, tally)) send_each(p, next, next + segments, tally);
+    next += segments;
+    unsent = next;
+  }
+  send_each(p, unsent, end, tally);
+}
+
+// sendmmsg over [begin, end), all of one socket. A datagram the socket
+// refuses is dropped and counted; the ones after it are tried again.
+void UdpWire::send_each(PendingSends& p, size_t begin, size_t end, SendTally& tally) {
+  for (size_t next = begin; next < end;) {
+    const int n = sendmmsg(p.fds[begin], &p.messages[next], static_cast<unsigned>(end - next),
+                           MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      tally.sent += static_cast<uint64_t>(n);
+      next += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      ++tally.refused;
+      ++next;
+    }
+  }
+}
+
+// How many datagrams from `first` on can be one GSO send: same
+// destination and ancillary data, all of the first one's size but the
+// last, which may be shorter.
+size_t UdpWire::gso_group(const PendingSends& p, size_t first, size_t end) {
+  const msghdr& head = p.messages[first].msg_hdr;
+  const size_t segment = p.iovecs[first].iov_len;
+  size_t total = segment, count = 1;
+  while (first + count < end && total + segment <= kMaxGsoBytes) {
+    const size_t i = first + count;
+    const msghdr& m = p.messages[i].msg_hdr;
+    const size_t length = p.iovecs[i].iov_len;
+    if (length > segment || m.msg_namelen != head.msg_namelen ||
+        std::memcmp(m.msg_name, head.msg_name, head.msg_namelen) != 0 ||
+        m.msg_controllen != head.msg_controllen ||
+        std::memcmp(m.msg_control, head.msg_control, head.msg_controllen) != 0)
+      break;
+    // A shorter second one (the first was a FIRST packet with its RETH):
+    // the first goes alone, the rest may make a stretch of their own.
+    if (length < segment && count == 1) break;
+    total += length;
+    ++count;
+    if (length < segment) break;
+  }
+  return count;
+}
+
+// One sendmsg with UDP_SEGMENT: the kernel cuts it into the datagrams
+// again (in software, or in the NIC). Each IPv4 segment k leaves with
+// identification k, so its ICRC is made for k first. False, with the
+// ICRCs as they were, when this kernel or route has no UDP GSO: then the
+// wire stops trying.
+bool UdpWire::send_segmented(PendingSends& p, size_t first, size_t count, SendTally& tally) {
+  const auto renumber = [&] {
+    for (size_t k = 1; k < count; ++k)
+      if (p.ipv4[first + k])
+        packet::toggle_ipv4_identification(
+            std::span(static_cast<uint8_t*>(p.iovecs[first + k].iov_base),
+                      p.iovecs[first + k].iov_len),
+            static_cast<uint16_t>(k));
+  };
+  const msghdr& head = p.messages[first].msg_hdr;
+  struct alignas(cmsghdr) {
+    std::array<uint8_t, PendingSends::kControlBytes + CMSG_SPACE(sizeof(uint16_t))> bytes{};
+  } control;
+  std::memcpy(control.bytes.data(), head.msg_control, head.msg_controllen);
+  msghdr m = head;
+  m.msg_iov = &p.iovecs[first];
+  m.msg_iovlen = count;
+  m.msg_control = control.bytes.data();
+  m.msg_controllen = head.msg_controllen + CMSG_SPACE(sizeof(uint16_t));
+  cmsghdr* c = reinterpret_cast<cmsghdr*>(control.bytes.data() + head.msg_controllen);
+  c->cmsg_level = SOL_UDP;
+  c->cmsg_type = UDP_SEGMENT;
+  c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+  const auto segment = static_cast<uint16_t>(p.iovecs[first].iov_len);
+  std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+
+  renumber();
+  ssize_t n;
+  do {
+    n = sendmsg(p.fds[first], &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n >= 0) {
+    tally.sent += count;
+    segmented_sends_.fetch_add(1, std::memory_order_relaxed);
+    segmented_datagrams_.fetch_add(count, std::memory_order_relaxed);
+    return true;
+  }
+  if (errno == EAGAIN || errno == ENOBUFS || errno == EHOSTUNREACH || errno == ENETUNREACH) {
+    tally.refused += count;  // lost as the datagrams alone would have been
+    return true;
+  }
+  renumber();  // back to identification 0 for sending one by one
+  gso_works_.store(false, std::memory_order_relaxed);
+  return false;
 }
 
 // Writes the datagram of `frame` into slot `i` of `p`: payload, destination,
@@ -384,6 +492,7 @@ bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
     send_failures_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  p.ipv4[p.count] = packet::is_ipv4_mapped(packet::frame_dgid(frame));
   p.fds[p.count++] = fd;
   if (t_burst_depth > 0 && p.count < kSendBatch) return true;  // leaves with the burst
   if (p.count > 1) {
@@ -502,6 +611,8 @@ void UdpWire::add_counters(WireCounters& c) const {
   c.udp_datagrams_sent += sent_.load(std::memory_order_relaxed);
   c.udp_datagrams_received += received_.load(std::memory_order_relaxed);
   c.udp_send_failures += send_failures_.load(std::memory_order_relaxed);
+  c.udp_segmented_sends += segmented_sends_.load(std::memory_order_relaxed);
+  c.udp_segmented_datagrams += segmented_datagrams_.load(std::memory_order_relaxed);
   c.udp_dropped_malformed += dropped_malformed_.load(std::memory_order_relaxed);
   c.udp_dropped_bad_icrc += dropped_bad_icrc_.load(std::memory_order_relaxed);
 }

@@ -91,14 +91,21 @@ class UdpWire {
   static constexpr int kSocketBufferBytes = 4 << 20;
   static constexpr size_t kReceiveBatch = 16;
   static constexpr size_t kSendBatch = 16;
+  // The most a UDP GSO send carries, below the 64 KiB of an IP packet.
+  static constexpr size_t kMaxGsoBytes = 63 * 1024;
 
  private:
   struct ReceiveBuffers;
   struct PendingSends;
+  struct SendTally;
   explicit UdpWire(uint16_t port);
 
   static PendingSends& pending();
   static void flush(PendingSends& p);
+  void send_run(PendingSends& p, size_t begin, size_t end, SendTally& tally);
+  static void send_each(PendingSends& p, size_t begin, size_t end, SendTally& tally);
+  static size_t gso_group(const PendingSends& p, size_t first, size_t end);
+  bool send_segmented(PendingSends& p, size_t first, size_t count, SendTally& tally);
   int compose(std::span<const uint8_t> frame, uint32_t multicast_ifindex, PendingSends& p,
               size_t i);
 
@@ -122,9 +129,14 @@ class UdpWire {
   std::mutex receive_mutex_;
   std::unique_ptr<ReceiveBuffers> receive_buffers_;
 
+  // Until a GSO send fails for want of support (an old kernel, a route
+  // without checksum offload).
+  std::atomic<bool> gso_works_{true};
   std::atomic<uint64_t> sent_{0};
   std::atomic<uint64_t> received_{0};
   std::atomic<uint64_t> send_failures_{0};
+  std::atomic<uint64_t> segmented_sends_{0};
+  std::atomic<uint64_t> segmented_datagrams_{0};
   std::atomic<uint64_t> dropped_malformed_{0};
   std::atomic<uint64_t> dropped_bad_icrc_{0};
 };

@@ -130,6 +130,30 @@ TEST(UdpWire, ABurstLeavesWhenItEndsInOrder) {
   EXPECT_EQ(c.udp_send_failures, 0u);
 }
 
+// Equal datagrams to one destination leave as one UDP GSO send (the
+// loopback interface has it); the kernel cuts it up again, and each
+// segment, numbered by the kernel, passes the receiver's ICRC check.
+TEST(UdpWire, EqualDatagramsToOneDestinationLeaveAsOneSegmentedSend) {
+  Errno err = 0;
+  auto wire = UdpWire::open(unused_port(), err);
+  ASSERT_TRUE(wire) << err;
+  wire->begin_burst();
+  for (uint32_t psn = 1; psn <= 8; ++psn) ASSERT_TRUE(wire->send(send_frame(psn)));
+  wire->end_burst();
+  const auto got = receive(*wire, 8);
+  ASSERT_EQ(got.size(), 8u);
+  for (uint32_t psn = 1; psn <= 8; ++psn) {
+    packet::DecodedPacket p;
+    ASSERT_EQ(packet::decode_ib(got[psn - 1], p), packet::DecodeError::kNone);
+    EXPECT_EQ(p.headers.bth.psn, psn);
+  }
+  WireCounters c;
+  wire->add_counters(c);
+  EXPECT_EQ(c.udp_segmented_sends, 1u);
+  EXPECT_EQ(c.udp_segmented_datagrams, 8u);
+  EXPECT_EQ(c.udp_dropped_bad_icrc, 0u);
+}
+
 // IPv4 and IPv6 datagrams in one burst leave from their own sockets, each
 // with its own ancillary data.
 TEST(UdpWire, ABurstMixesIpv4AndIpv6) {

@@ -38,6 +38,9 @@ struct WireCounters {
   uint64_t udp_datagrams_sent = 0;
   uint64_t udp_datagrams_received = 0;
   uint64_t udp_send_failures = 0;     // the socket refused it (full, no route)
+  // Sends that carried several datagrams as one (UDP GSO), and their datagrams.
+  uint64_t udp_segmented_sends = 0;
+  uint64_t udp_segmented_datagrams = 0;
   uint64_t udp_dropped_malformed = 0; // truncated, not whole words, not RoCEv2
   uint64_t udp_dropped_bad_icrc = 0;
   // For an address no soft device owns, or a MAD to QP1 that no QP here takes.
