@@ -54,8 +54,9 @@ host 2 timeout 3000 qperf >/dev/null 2>&1 &
 sleep 0.5
 for round in $(seq 1 "$rounds"); do
   q=$(host 1 timeout 60 qperf 198.18.0.2 -m 8 udp_lat -m 8192 udp_bw)
-  record "latency raw UDP" "$(awk '/latency/ {print $3}' <<<"$q")" us
-  record "bandwidth raw UDP" "$(awk '/recv_bw/ {print $3}' <<<"$q")" MB/s
+  # qperf picks its units (us or ms, MB/sec or GB/sec): convert.
+  record "latency raw UDP" "$(awk '/latency/ {print $3 * ($4 == "ms" ? 1000 : 1)}' <<<"$q")" us
+  record "bandwidth raw UDP" "$(awk '/recv_bw/ {print $3 * ($4 ~ /^GB/ ? 1000 : 1)}' <<<"$q")" MB/s
   record "latency libfabric" "$(fabric_pair -I 2000 -S 8 | awk '$1 == 8 {print $7}')" us
   record "bandwidth libfabric" "$(fabric_pair -I 200 -S 65536 | awk '$1 ~ /^64k|^65536/ {print $6}')" MB/s
   record "latency softverbs send" "$(perftest_pair ib_send_lat -x 3 -s 8 -n 2000 | awk '$1 == 8 {print $5}')" us
