@@ -284,7 +284,8 @@ void UdpWire::end_burst() {
 }
 
 // Sends what is pending, run by run of datagrams that share a socket.
-void UdpWire::flush(PendingSends& p) {
+// Returns how many the sockets refused.
+uint64_t UdpWire::flush(PendingSends& p) {
   SendTally tally;
   for (size_t begin = 0; begin < p.count;) {
     size_t end = begin + 1;
@@ -295,6 +296,7 @@ void UdpWire::flush(PendingSends& p) {
   p.wire->sent_.fetch_add(tally.sent, std::memory_order_relaxed);
   if (tally.refused) p.wire->send_failures_.fetch_add(tally.refused, std::memory_order_relaxed);
   p.count = 0;
+  return tally.refused;
 }
 
 // Datagrams [begin, end) of one socket: a stretch of equal-sized ones to
@@ -427,6 +429,7 @@ int UdpWire::compose(std::span<const uint8_t> frame, uint32_t multicast_ifindex,
   // A damaged frame's DestQP may be any: it must not open a socket of its own.
   const int fd = a.damaged ? (ipv4 ? ipv4_fd_ : ipv6_fd_) : socket_for(ipv4, a.source_port);
   if (fd < 0) return -1;
+  p.ipv4[i] = ipv4;
 
   msghdr& m = p.messages[i].msg_hdr;
   m = msghdr{};
@@ -492,17 +495,12 @@ bool UdpWire::send(std::span<const uint8_t> frame, uint32_t multicast_ifindex) {
     send_failures_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  p.ipv4[p.count] = packet::is_ipv4_mapped(packet::frame_dgid(frame));
   p.fds[p.count++] = fd;
   if (t_burst_depth > 0 && p.count < kSendBatch) return true;  // leaves with the burst
-  if (p.count > 1) {
-    flush(p);
-    return true;
-  }
-  // Alone: whether the socket took it is known now.
-  const uint64_t failures = send_failures_.load(std::memory_order_relaxed);
-  flush(p);
-  return send_failures_.load(std::memory_order_relaxed) == failures;
+  const size_t sending = p.count;
+  const uint64_t refused = flush(p);
+  // Alone, whether the socket took it is known now.
+  return sending > 1 || refused == 0;
 }
 
 size_t UdpWire::receive(const std::function<void(std::span<const uint8_t>)>& deliver,

@@ -101,7 +101,7 @@ class UdpWire {
   explicit UdpWire(uint16_t port);
 
   static PendingSends& pending();
-  static void flush(PendingSends& p);
+  static uint64_t flush(PendingSends& p);
   void send_run(PendingSends& p, size_t begin, size_t end, SendTally& tally);
   static void send_each(PendingSends& p, size_t begin, size_t end, SendTally& tally);
   static size_t gso_group(const PendingSends& p, size_t first, size_t end);
