@@ -94,6 +94,8 @@ std::string stats(Engine& engine) {
         << " send_failures=" << w.udp_send_failures
         << " segmented_sends=" << w.udp_segmented_sends
         << " segmented_datagrams=" << w.udp_segmented_datagrams
+        << " coalesced_receives=" << w.udp_coalesced_receives
+        << " coalesced_datagrams=" << w.udp_coalesced_datagrams
         << " dropped_malformed=" << w.udp_dropped_malformed
         << " dropped_bad_icrc=" << w.udp_dropped_bad_icrc
         << " dropped_not_here=" << w.udp_dropped_not_here << "\n";

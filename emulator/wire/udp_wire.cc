@@ -1,6 +1,8 @@
 // Sockets of the UDP wire. What the ICRC covers but a socket does not show
 // (the IP header) is rebuilt from the ancillary data recvmmsg gives:
 // the destination address (PKTINFO), the traffic class and the TTL.
+// Equal datagrams of one flow may arrive coalesced (UDP GRO): one buffer
+// holding them back to back, with the size of each in the ancillary data.
 #include "emulator/wire/udp_wire.h"
 
 #include <arpa/inet.h>
@@ -27,7 +29,10 @@ namespace {
 using packet::RoceV2Addressing;
 
 constexpr size_t kDatagramBytes = packet::kMaxFrameBytes;
-constexpr size_t kControlBytes = 128;
+// Room for a datagram coalesced by UDP GRO: at most an IP packet's 64 KiB.
+constexpr size_t kCoalescedBytes = 64 * 1024;
+// PKTINFO, traffic class, TTL and the GRO segment size, each with its header.
+constexpr size_t kControlBytes = 160;
 
 void set_int(int fd, int level, int name, int value) {
   setsockopt(fd, level, name, &value, sizeof value);
@@ -150,10 +155,23 @@ bool read_addressing(const msghdr& m, uint16_t port, RoceV2Addressing& a) {
   return have_destination;
 }
 
+// The size of each datagram in a buffer the kernel coalesced (UDP GRO), or
+// 0 when the buffer holds one datagram.
+size_t coalesced_segment_bytes(const msghdr& m) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(const_cast<msghdr*>(&m)); c;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c))
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+      int bytes;
+      std::memcpy(&bytes, CMSG_DATA(c), sizeof bytes);
+      return bytes > 0 ? static_cast<size_t>(bytes) : 0;
+    }
+  return 0;
+}
+
 }  // namespace
 
 struct UdpWire::ReceiveBuffers {
-  std::array<std::array<uint8_t, kDatagramBytes>, kReceiveBatch> datagrams;
+  std::array<std::array<uint8_t, kCoalescedBytes>, kReceiveBatch> datagrams;
   std::array<std::array<uint8_t, kControlBytes>, kReceiveBatch> controls;
   std::array<sockaddr_in6, kReceiveBatch> names;
   std::array<iovec, kReceiveBatch> iovecs;
@@ -177,7 +195,8 @@ uint16_t UdpWire::configured_port() {
 }
 
 UdpWire::UdpWire(uint16_t port)
-    : port_(port), receive_buffers_(std::make_unique<ReceiveBuffers>()) {}
+    // Not zeroed: a megabyte of buffers costs memory only once datagrams fill it.
+    : port_(port), receive_buffers_(std::make_unique_for_overwrite<ReceiveBuffers>()) {}
 
 std::unique_ptr<UdpWire> UdpWire::open(uint16_t port, Errno& err) {
   std::unique_ptr<UdpWire> wire(new UdpWire(port));
@@ -189,8 +208,13 @@ std::unique_ptr<UdpWire> UdpWire::open(uint16_t port, Errno& err) {
     err = EADDRINUSE;
     return nullptr;
   }
-  for (int fd : {wire->ipv4_fd_, wire->ipv6_fd_})
-    if (fd >= 0) enlarge_buffers(fd, kSocketBufferBytes);
+  for (int fd : {wire->ipv4_fd_, wire->ipv6_fd_}) {
+    if (fd < 0) continue;
+    enlarge_buffers(fd, kSocketBufferBytes);
+    // A GSO send from another namespace or host then arrives whole instead
+    // of cut into datagrams by the kernel first (absent before Linux 5.0).
+    set_int(fd, SOL_UDP, UDP_GRO, 1);
+  }
 
   wire->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wire->interrupt_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -518,7 +542,7 @@ size_t UdpWire::receive_from(int fd, const std::function<void(std::span<const ui
   ReceiveBuffers& b = *receive_buffers_;
   const size_t batch = std::min(budget, kReceiveBatch);
   for (size_t i = 0; i < batch; ++i) {
-    b.iovecs[i] = iovec{b.datagrams[i].data(), kDatagramBytes};
+    b.iovecs[i] = iovec{b.datagrams[i].data(), kCoalescedBytes};
     msghdr& m = b.messages[i].msg_hdr;
     m = msghdr{};
     m.msg_name = &b.names[i];
@@ -531,26 +555,47 @@ size_t UdpWire::receive_from(int fd, const std::function<void(std::span<const ui
   const int n = recvmmsg(fd, b.messages.data(), static_cast<unsigned>(batch), MSG_DONTWAIT,
                          nullptr);
   if (n <= 0) return 0;
-  received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  size_t datagrams = 0;
   for (int i = 0; i < n; ++i) {
     const msghdr& m = b.messages[i].msg_hdr;
+    const std::span<const uint8_t> bytes(b.datagrams[i].data(), b.messages[i].msg_len);
     RoceV2Addressing a;
     if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || !read_addressing(m, port_, a)) {
+      ++datagrams;
       dropped_malformed_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    std::span<const uint8_t> frame;
-    const packet::DecodeError e =
-        packet::roce_v2_to_ib(a, std::span(b.datagrams[i].data(), b.messages[i].msg_len),
-                              b.frame, frame);
-    if (e == packet::DecodeError::kBadIcrc)
-      dropped_bad_icrc_.fetch_add(1, std::memory_order_relaxed);
-    else if (e != packet::DecodeError::kNone)
-      dropped_malformed_.fetch_add(1, std::memory_order_relaxed);
-    else
-      deliver(frame);
+    const size_t segment_bytes = coalesced_segment_bytes(m);
+    if (segment_bytes == 0 || segment_bytes >= bytes.size()) {
+      ++datagrams;
+      take_datagram(a, bytes, deliver);
+      continue;
+    }
+    // Back to back, all of one size but the last; each has its own ICRC,
+    // made for the IPv4 identification it had on the wire.
+    coalesced_receives_.fetch_add(1, std::memory_order_relaxed);
+    for (size_t offset = 0; offset < bytes.size(); offset += segment_bytes) {
+      ++datagrams;
+      coalesced_datagrams_.fetch_add(1, std::memory_order_relaxed);
+      take_datagram(a, bytes.subspan(offset, std::min(segment_bytes, bytes.size() - offset)),
+                    deliver);
+    }
   }
-  return static_cast<size_t>(n);
+  received_.fetch_add(datagrams, std::memory_order_relaxed);
+  return datagrams;
+}
+
+// One RoCEv2 datagram: checked, made a frame, delivered, or counted as dropped.
+void UdpWire::take_datagram(const RoceV2Addressing& a, std::span<const uint8_t> datagram,
+                            const std::function<void(std::span<const uint8_t>)>& deliver) {
+  std::span<const uint8_t> frame;
+  const packet::DecodeError e = packet::roce_v2_to_ib(a, datagram, receive_buffers_->frame, frame);
+  if (e == packet::DecodeError::kBadIcrc)
+    dropped_bad_icrc_.fetch_add(1, std::memory_order_relaxed);
+  else if (e != packet::DecodeError::kNone)
+    dropped_malformed_.fetch_add(1, std::memory_order_relaxed);
+  else
+    deliver(frame);
 }
 
 // Membership is the socket's, for every interface it names; joins are
@@ -611,6 +656,8 @@ void UdpWire::add_counters(WireCounters& c) const {
   c.udp_send_failures += send_failures_.load(std::memory_order_relaxed);
   c.udp_segmented_sends += segmented_sends_.load(std::memory_order_relaxed);
   c.udp_segmented_datagrams += segmented_datagrams_.load(std::memory_order_relaxed);
+  c.udp_coalesced_receives += coalesced_receives_.load(std::memory_order_relaxed);
+  c.udp_coalesced_datagrams += coalesced_datagrams_.load(std::memory_order_relaxed);
   c.udp_dropped_malformed += dropped_malformed_.load(std::memory_order_relaxed);
   c.udp_dropped_bad_icrc += dropped_bad_icrc_.load(std::memory_order_relaxed);
 }

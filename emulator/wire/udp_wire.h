@@ -113,6 +113,8 @@ class UdpWire {
   void set_membership(const Gid& group, uint32_t ifindex, bool member);
   size_t receive_from(int fd, const std::function<void(std::span<const uint8_t>)>& deliver,
                       size_t budget);
+  void take_datagram(const packet::RoceV2Addressing& a, std::span<const uint8_t> datagram,
+                     const std::function<void(std::span<const uint8_t>)>& deliver);
 
   const uint16_t port_;
   int ipv4_fd_ = -1;
@@ -137,6 +139,8 @@ class UdpWire {
   std::atomic<uint64_t> send_failures_{0};
   std::atomic<uint64_t> segmented_sends_{0};
   std::atomic<uint64_t> segmented_datagrams_{0};
+  std::atomic<uint64_t> coalesced_receives_{0};
+  std::atomic<uint64_t> coalesced_datagrams_{0};
   std::atomic<uint64_t> dropped_malformed_{0};
   std::atomic<uint64_t> dropped_bad_icrc_{0};
 };

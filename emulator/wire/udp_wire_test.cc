@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,14 +46,15 @@ Gid ipv6_loopback_gid() {
   return g;
 }
 
-std::vector<uint8_t> send_frame(uint32_t psn, const Gid& gid = loopback_gid()) {
+std::vector<uint8_t> send_frame(uint32_t psn, const Gid& gid = loopback_gid(),
+                                size_t payload_bytes = 100) {
   packet::Headers h;
   h.has_grh = true;
   h.grh.sgid = h.grh.dgid = gid;
   h.bth.opcode = packet::Opcode::kRcSendOnly;
   h.bth.dest_qp = 0x21;
   h.bth.psn = psn;
-  const std::vector<uint8_t> payload(100, static_cast<uint8_t>(psn));
+  const std::vector<uint8_t> payload(payload_bytes, static_cast<uint8_t>(psn));
   std::vector<uint8_t> frame(packet::kMaxFrameBytes);
   frame.resize(packet::encode_ib(h, payload, frame));
   return frame;
@@ -151,7 +153,71 @@ TEST(UdpWire, EqualDatagramsToOneDestinationLeaveAsOneSegmentedSend) {
   wire->add_counters(c);
   EXPECT_EQ(c.udp_segmented_sends, 1u);
   EXPECT_EQ(c.udp_segmented_datagrams, 8u);
+  // The receiving socket takes it whole (UDP GRO) and the wire cuts it.
+  EXPECT_EQ(c.udp_coalesced_receives, 1u);
+  EXPECT_EQ(c.udp_coalesced_datagrams, 8u);
+  EXPECT_EQ(c.udp_datagrams_received, 8u);
   EXPECT_EQ(c.udp_dropped_bad_icrc, 0u);
+}
+
+// A coalesced buffer from any sender: every datagram in it is checked on
+// its own, so one with a bad ICRC is dropped and its neighbours, the
+// shorter last one included, are delivered.
+TEST(UdpWire, EachDatagramOfACoalescedBufferIsCheckedOnItsOwn) {
+  Errno err = 0;
+  const uint16_t port = unused_port();
+  auto wire = UdpWire::open(port, err);
+  ASSERT_TRUE(wire) << err;
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from), 0);
+  socklen_t length = sizeof from;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&from), &length);
+
+  // Four RoCEv2 datagrams from this socket's port, the last one shorter.
+  std::vector<uint8_t> stream;
+  size_t segment_bytes = 0;
+  for (uint32_t psn = 1; psn <= 4; ++psn) {
+    packet::RoceV2Addressing a;
+    a.destination_port = port;
+    a.source_port = ntohs(from.sin_port);
+    std::vector<uint8_t> out(packet::kMaxFrameBytes + packet::kRoceV2MaxHeaderBytes);
+    const auto datagram =
+        packet::ib_to_roce_v2(send_frame(psn, loopback_gid(), psn == 4 ? 40 : 200), a, out);
+    ASSERT_FALSE(datagram.empty());
+    if (psn == 1) segment_bytes = datagram.size();
+    stream.insert(stream.end(), datagram.begin(), datagram.end());
+  }
+  stream[segment_bytes + packet::kBthBytes + 7] ^= 0x10;  // a payload byte of PSN 2
+
+  sockaddr_in to = from;
+  to.sin_port = htons(port);
+  const int segment = static_cast<int>(segment_bytes);
+  ASSERT_EQ(setsockopt(fd, SOL_UDP, UDP_SEGMENT, &segment, sizeof segment), 0);
+  ASSERT_EQ(sendto(fd, stream.data(), stream.size(), 0, reinterpret_cast<sockaddr*>(&to),
+                   sizeof to),
+            static_cast<ssize_t>(stream.size()));
+  close(fd);
+
+  const auto got = receive(*wire, 3);
+  ASSERT_EQ(got.size(), 3u);
+  std::vector<uint32_t> psns;
+  for (const auto& f : got) {
+    packet::DecodedPacket p;
+    ASSERT_EQ(packet::decode_ib(f, p), packet::DecodeError::kNone);
+    EXPECT_EQ(p.payload.size(), p.headers.bth.psn == 4 ? 40u : 200u);
+    EXPECT_EQ(p.payload.back(), p.headers.bth.psn);
+    psns.push_back(p.headers.bth.psn);
+  }
+  EXPECT_EQ(psns, (std::vector<uint32_t>{1, 3, 4}));
+  WireCounters c;
+  wire->add_counters(c);
+  EXPECT_EQ(c.udp_coalesced_receives, 1u);
+  EXPECT_EQ(c.udp_coalesced_datagrams, 4u);
+  EXPECT_EQ(c.udp_datagrams_received, 4u);
+  EXPECT_EQ(c.udp_dropped_bad_icrc, 1u);
 }
 
 // IPv4 and IPv6 datagrams in one burst leave from their own sockets, each

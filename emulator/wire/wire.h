@@ -41,6 +41,10 @@ struct WireCounters {
   // Sends that carried several datagrams as one (UDP GSO), and their datagrams.
   uint64_t udp_segmented_sends = 0;
   uint64_t udp_segmented_datagrams = 0;
+  // Receives that brought several datagrams coalesced by the kernel (UDP
+  // GRO), and their datagrams.
+  uint64_t udp_coalesced_receives = 0;
+  uint64_t udp_coalesced_datagrams = 0;
   uint64_t udp_dropped_malformed = 0; // truncated, not whole words, not RoCEv2
   uint64_t udp_dropped_bad_icrc = 0;
   // For an address no soft device owns, or a MAD to QP1 that no QP here takes.
