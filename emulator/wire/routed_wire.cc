@@ -14,6 +14,8 @@ namespace softverbs {
 namespace {
 
 constexpr size_t kPollBatch = 16;
+// Bounds the last pulls of a closing wire, should datagrams keep coming.
+constexpr size_t kFinalPulls = 64;
 constexpr uint32_t kMulticastQpn = 0xffffff;  // IBTA 10.5.2.3
 
 }  // namespace
@@ -29,6 +31,13 @@ RoutedWire::~RoutedWire() {
   stopping_.store(true);
   udp_->interrupt();
   receive_thread_.join();
+  // The kernel spreads the host's datagrams over every process's socket on
+  // the port, this one's included until it closes: what it was handed for
+  // the other processes goes on to them, then the sockets close at once, so
+  // that a process going away takes none of their datagrams with it.
+  for (size_t i = 0; i < kFinalPulls && pull_udp(UdpWire::kReceiveBatch) > 0; ++i) {
+  }
+  udp_.reset();
 }
 
 void RoutedWire::receive_thread_main() {

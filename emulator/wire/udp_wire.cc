@@ -234,9 +234,11 @@ std::unique_ptr<UdpWire> UdpWire::open(uint16_t port, Errno& err) {
 }
 
 UdpWire::~UdpWire() {
-  for (auto& [key, fd] : source_port_fds_)
-    if (fd >= 0) close(fd);
+  // The port's sockets first: until they close, the kernel may hand them
+  // datagrams no one will read.
   for (int fd : {ipv4_fd_, ipv6_fd_, epoll_fd_, interrupt_fd_})
+    if (fd >= 0) close(fd);
+  for (auto& [key, fd] : source_port_fds_)
     if (fd >= 0) close(fd);
 }
 
