@@ -46,6 +46,30 @@ IpEndpoint endpoint_of(const CmaAddress& address, uint16_t port, uint8_t ip_vers
   return endpoint;
 }
 
+// The transport a REQ names (IBTA 12.6.5): an XRC initiator's is the
+// extended type XRC.
+void set_req_transport(QpType type, ReqMessage& req) {
+  req.transport_service_type = TransportServiceType::kRc;
+  if (type == QpType::kUc) req.transport_service_type = TransportServiceType::kUc;
+  if (type == QpType::kXrcSend) {
+    req.transport_service_type = TransportServiceType::kExtended;
+    req.extended_transport_type = kExtendedTransportXrc;
+  }
+}
+
+// The QP type of the passive end of a REQ: the initiator's, or an XRC
+// target for an XRC initiator. Another (RD, an unknown extended type) is
+// taken as RC, as nothing here serves it.
+QpType passive_qp_type(const ReqMessage& req) {
+  switch (req.transport_service_type) {
+    case TransportServiceType::kUc: return QpType::kUc;
+    case TransportServiceType::kExtended:
+      return req.extended_transport_type == kExtendedTransportXrc ? QpType::kXrcRecv
+                                                                  : QpType::kRc;
+    default: return QpType::kRc;
+  }
+}
+
 // A REQ's path as the passive side sees it: local and remote swapped.
 PathRecord path_from_req(const ReqMessage& req) {
   PathRecord path;
@@ -161,8 +185,7 @@ Errno ConnectionManager::connect(uint32_t handle, const ConnectionParams& params
   req.responder_resources = id.responder_resources;
   req.initiator_depth = id.initiator_depth;
   req.remote_cm_response_timeout = kCmResponseTimeout;
-  req.transport_service_type =
-      id.qp_type == QpType::kUc ? TransportServiceType::kUc : TransportServiceType::kRc;
+  set_req_transport(id.qp_type, req);
   req.end_to_end_flow_control = id.flow_control;
   req.starting_psn = id.psn;
   req.local_cm_response_timeout = kCmResponseTimeout;
@@ -336,6 +359,7 @@ void ConnectionManager::on_req(const CmMad& mad, const ReqMessage& req, const Ag
   --listener->backlog_left;
 
   Id& id = new_passive_id(*listener, local, remote);
+  id.qp_type = passive_qp_type(req);
   id.path = path_from_req(req);
   id.has_path = true;
   id.remote_comm_id = req.local_comm_id;
@@ -353,6 +377,7 @@ void ConnectionManager::on_req(const CmMad& mad, const ReqMessage& req, const Ag
   Event event;
   event.type = EventType::kConnectRequest;
   event.listen_id = listener->handle;
+  event.qp_type = id.qp_type;
   event.params.qpn = req.local_qpn;
   event.params.responder_resources = req.initiator_depth;
   event.params.initiator_depth = req.responder_resources;

@@ -88,6 +88,9 @@ struct Event {
   AddressVector av;
   // kMulticastJoin / kMulticastError: the cookie join_multicast was given.
   uint64_t multicast = 0;
+  // kConnectRequest: the new id's QP type, from the request (an XRC
+  // initiator's request makes an XRC target).
+  QpType qp_type = QpType::kRc;
 };
 
 class EventSink {

@@ -342,7 +342,7 @@ Errno ConnectionManager::set_ack_timeout(uint32_t handle, uint8_t timeout) {
   std::lock_guard lock(mutex_);
   Id* id = find(handle);
   if (!id) return ENOENT;
-  if (id->qp_type != QpType::kRc) return EINVAL;
+  if (id->qp_type != QpType::kRc && id->qp_type != QpType::kXrcSend) return EINVAL;
   id->ack_timeout_option = std::min<uint8_t>(timeout, 31);
   return 0;
 }

@@ -22,6 +22,7 @@ using namespace std::chrono_literals;
 
 constexpr uint16_t kPortSpaceTcp = 0x0106;
 constexpr uint16_t kPortSpaceUdp = 0x0111;
+constexpr uint16_t kPortSpaceIb = 0x013f;
 
 class SequentialQpns final : public QpnSource {
  public:
@@ -192,6 +193,26 @@ TEST_F(ConnectionManagerTest, RequestReplyAndReadyToUseCarryParametersAndPrivate
   EXPECT_EQ(established.type, EventType::kEstablished);
   EXPECT_EQ(established.id, request.id);
   EXPECT_TRUE(established.params.private_data.empty());
+}
+
+// The REQ names the initiator's transport (IBTA 12.6.5), and the passive id
+// takes the matching type: RC and UC as they are, an XRC initiator's
+// request (extended transport type XRC) an XRC target.
+TEST_F(ConnectionManagerTest, TheRequestNamesTheTransportAndThePassiveIdTakesIt) {
+  const uint32_t listener = server_->create_id(server_events_, kPortSpaceIb, QpType::kRc);
+  ASSERT_EQ(server_->bind(listener, kServer), 0);
+  ASSERT_EQ(server_->listen(listener, 0), 0);
+  for (auto [active, passive] : {std::pair{QpType::kRc, QpType::kRc},
+                                 std::pair{QpType::kUc, QpType::kUc},
+                                 std::pair{QpType::kXrcSend, QpType::kXrcRecv}}) {
+    const uint32_t client = routed_client(kPortSpaceIb, active);
+    ASSERT_EQ(client_->connect(client, params(0x1111)), 0);
+    const Event request = server_events_.next();
+    ASSERT_EQ(request.type, EventType::kConnectRequest);
+    EXPECT_EQ(request.qp_type, passive) << to_string(active);
+    EXPECT_EQ(server_->reject(request.id, {}, 28), 0);
+    EXPECT_EQ(client_events_.next().type, EventType::kRejected);
+  }
 }
 
 TEST_F(ConnectionManagerTest, QpAttributesPairThePsnsAndQpnsOfBothEnds) {

@@ -27,6 +27,8 @@ QpType qp_type_of(uint16_t port_space, uint8_t requested) {
   if (port_space == RDMA_PS_UDP || port_space == RDMA_PS_IPOIB) return QpType::kUd;
   if (port_space == RDMA_PS_IB && requested == IBV_QPT_UC) return QpType::kUc;
   if (port_space == RDMA_PS_IB && requested == IBV_QPT_UD) return QpType::kUd;
+  if (port_space == RDMA_PS_IB && requested == IBV_QPT_XRC_SEND) return QpType::kXrcSend;
+  if (port_space == RDMA_PS_IB && requested == IBV_QPT_XRC_RECV) return QpType::kXrcRecv;
   return QpType::kRc;
 }
 
