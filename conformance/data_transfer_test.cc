@@ -22,13 +22,13 @@
 
 #include "conformance/transfer_session.h"
 #include "harness/testsupport/forked_peer.h"
+#include "harness/testsupport/remote_peer.h"
 
 namespace softverbs::conformance {
 namespace {
 
 using testsupport::PeerChannel;
 using testsupport::PeerOutcome;
-using testsupport::run_with_forked_peer;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
@@ -129,12 +129,17 @@ std::vector<TransferCase> inline_plan(Operation op, const RequesterLimits& limit
   return cases;
 }
 
-// Runs one session: the requester here, the responder in a forked child.
+PeerOutcome transfer_responder(PeerChannel& channel, uint32_t op) {
+  return run_responder(channel, static_cast<Operation>(op));
+}
+[[maybe_unused]] const bool kTransferResponderRegistered =
+    testsupport::register_peer_service("transfer-responder", transfer_responder);
+
+// Runs one session: the requester here, the responder in the peer process.
 void run_session(Operation op, bool inline_data, const PlanMaker& plan) {
   std::string skip_reason;
-  PeerOutcome child = run_with_forked_peer(
-      [op](PeerChannel& channel) { return run_responder(channel, op); },
-      [&](PeerChannel& channel) {
+  PeerOutcome child = testsupport::run_with_peer_service(
+      "transfer-responder", static_cast<uint32_t>(op), [&](PeerChannel& channel) {
         run_requester(channel, op, inline_data, plan, skip_reason);
       });
   EXPECT_TRUE(child.passed) << "responder process: " << child.message;

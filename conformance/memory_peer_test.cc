@@ -145,8 +145,7 @@ uint64_t device_max_dm_size() {
 TEST(MemoryThroughPeer, DeviceMemoryIsTheTargetOfAPeersRdma) {
   if (device_max_dm_size() < 2 * kLength) GTEST_SKIP() << "not enough device memory";
   const PairOptions options = symmetric_options();
-  const PeerOutcome peer = run_with_forked_peer(
-      serve_endpoint,
+  const PeerOutcome peer = run_with_endpoint_peer(
       [&](PeerChannel& channel) {
         RemoteEndpoint remote(channel);
         Endpoint local;

@@ -3,8 +3,7 @@
 namespace softverbs::conformance {
 
 PeerOutcome run_connected_pair(const PairOptions& options, const PairBody& body) {
-  return run_with_forked_peer(
-      serve_endpoint,
+  return run_with_endpoint_peer(
       [&](PeerChannel& channel) {
         RemoteEndpoint remote(channel);
         Endpoint local;

@@ -1,7 +1,8 @@
 // Two-process tests in which the test process holds one Endpoint and drives
-// another in a forked peer (harness/testsupport/remote_endpoint.h): both are
-// opened and connected to each other, then the test body runs with gtest
-// assertions in the test process only.
+// another in a peer process (harness/testsupport/remote_endpoint.h), forked
+// here or on the host --peer names (remote_peer.h): both are opened and
+// connected to each other, then the test body runs with gtest assertions in
+// the test process only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,7 +14,9 @@
 #include "harness/testsupport/endpoint.h"
 #include "harness/testsupport/forked_peer.h"
 #include "harness/testsupport/remote_endpoint.h"
+#include "harness/testsupport/remote_peer.h"
 #include "harness/testsupport/soft_control.h"
+#include "harness/testsupport/test_config.h"
 #include "harness/testsupport/verbs_names.h"
 
 namespace softverbs::conformance {

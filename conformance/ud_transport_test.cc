@@ -47,35 +47,44 @@ PeerOutcome run_receiver(PeerChannel& channel, uint32_t receives, uint32_t slot,
   return check(self, sender);
 }
 
+constexpr uint32_t kDatagramSlot = 8192;
+constexpr uint32_t kDatagramSizes[] = {0, 1, 100, 1024};
+
+// The receiving side of the next test, in the peer process.
+PeerOutcome receive_four_datagrams(PeerChannel& channel, uint32_t) {
+  constexpr uint32_t kSlot = kDatagramSlot;
+  const auto& sizes = kDatagramSizes;
+  return run_receiver(channel, 4, kSlot, [&](DatagramEndpoint& self,
+                                             const DatagramAddress& sender) {
+    const std::vector<ibv_wc> wcs = self.poll(4, kWait);
+    if (wcs.size() != 4) return PeerOutcome::fail("got " + std::to_string(wcs.size()));
+    for (uint32_t i = 0; i < 4; ++i) {
+      const ibv_wc& wc = wcs[i];
+      if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 100 + i || wc.opcode != IBV_WC_RECV)
+        return PeerOutcome::fail("completion " + std::to_string(i) + " wrong");
+      if (wc.byte_len != sizes[i] + kGrhBytes)
+        return PeerOutcome::fail("byte_len " + std::to_string(wc.byte_len));
+      if (wc.src_qp != sender.qpn || wc.qp_num != self.qp()->qp_num)
+        return PeerOutcome::fail("src_qp/qp_num wrong");
+      if (!sender.use_grh && wc.slid != sender.lid) return PeerOutcome::fail("slid wrong");
+      const bool imm = i == 3;
+      if (imm != bool(wc.wc_flags & IBV_WC_WITH_IMM) || (imm && wc.imm_data != htonl(77)))
+        return PeerOutcome::fail("immediate wrong");
+      if (sender.use_grh != bool(wc.wc_flags & IBV_WC_GRH))
+        return PeerOutcome::fail("IBV_WC_GRH wrong");
+      if (!filled(self.buffer() + uint64_t(i) * kSlot + kGrhBytes, sizes[i], uint8_t(i)))
+        return PeerOutcome::fail("payload " + std::to_string(i) + " corrupted");
+    }
+    return PeerOutcome::pass();
+  });
+}
+[[maybe_unused]] const bool kFourDatagramsRegistered =
+    register_peer_service("ud-four-datagrams", receive_four_datagrams);
+
 TEST(UdTransport, DatagramsArriveBehindTheGrhAreaAndNameTheirSender) {
-  constexpr uint32_t kSlot = 8192;
-  const uint32_t sizes[] = {0, 1, 100, 1024};
-  const PeerOutcome outcome = run_with_forked_peer(
-      [&](PeerChannel& channel) {
-        return run_receiver(channel, 4, kSlot, [&](DatagramEndpoint& self,
-                                                   const DatagramAddress& sender) {
-          const std::vector<ibv_wc> wcs = self.poll(4, kWait);
-          if (wcs.size() != 4) return PeerOutcome::fail("got " + std::to_string(wcs.size()));
-          for (uint32_t i = 0; i < 4; ++i) {
-            const ibv_wc& wc = wcs[i];
-            if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 100 + i || wc.opcode != IBV_WC_RECV)
-              return PeerOutcome::fail("completion " + std::to_string(i) + " wrong");
-            if (wc.byte_len != sizes[i] + kGrhBytes)
-              return PeerOutcome::fail("byte_len " + std::to_string(wc.byte_len));
-            if (wc.src_qp != sender.qpn || wc.qp_num != self.qp()->qp_num)
-              return PeerOutcome::fail("src_qp/qp_num wrong");
-            if (!sender.use_grh && wc.slid != sender.lid) return PeerOutcome::fail("slid wrong");
-            const bool imm = i == 3;
-            if (imm != bool(wc.wc_flags & IBV_WC_WITH_IMM) || (imm && wc.imm_data != htonl(77)))
-              return PeerOutcome::fail("immediate wrong");
-            if (sender.use_grh != bool(wc.wc_flags & IBV_WC_GRH))
-              return PeerOutcome::fail("IBV_WC_GRH wrong");
-            if (!filled(self.buffer() + uint64_t(i) * kSlot + kGrhBytes, sizes[i], uint8_t(i)))
-              return PeerOutcome::fail("payload " + std::to_string(i) + " corrupted");
-          }
-          return PeerOutcome::pass();
-        });
-      },
+  const auto& sizes = kDatagramSizes;
+  const PeerOutcome outcome = run_with_peer_service(
+      "ud-four-datagrams", 0,
       [&](PeerChannel& channel) {
         DatagramEndpoint self;
         ASSERT_EQ("", self.error());
@@ -97,27 +106,32 @@ TEST(UdTransport, DatagramsArriveBehindTheGrhAreaAndNameTheirSender) {
   EXPECT_TRUE(outcome.passed) << outcome.message;
 }
 
+// The receiving side of the next test, in the peer process.
+PeerOutcome receive_by_qkey(PeerChannel& channel, uint32_t) {
+  return run_receiver(channel, 4, 4096, [&](DatagramEndpoint& self, const DatagramAddress&) {
+    // Three datagrams were sent: wrong Q_Key, right Q_Key, and the
+    // high bit (the sender's QP has the receiver's Q_Key).
+    const std::vector<ibv_wc> wcs = self.poll(2, kWait);
+    if (wcs.size() != 2) return PeerOutcome::fail("got " + std::to_string(wcs.size()));
+    if (!self.poll(1, kQuiet).empty()) return PeerOutcome::fail("the wrong Q_Key arrived");
+    if (wcs[0].wr_id != 100 || wcs[1].wr_id != 101) return PeerOutcome::fail("order");
+    if (!filled(self.buffer() + kGrhBytes, 16, 2)) return PeerOutcome::fail("first");
+    if (!filled(self.buffer() + 4096 + kGrhBytes, 16, 3)) return PeerOutcome::fail("second");
+    if (soft_control_available()) {  // the drop is counted where it happened
+      std::string stats;
+      if (soft_control("stats", stats)) return PeerOutcome::fail("stats");
+      if (qp_counter(stats, self.qp()->qp_num, "qkey_violations") != 1u)
+        return PeerOutcome::fail("qkey_violations not 1:\n" + stats);
+    }
+    return PeerOutcome::pass();
+  });
+}
+[[maybe_unused]] const bool kByQkeyRegistered =
+    register_peer_service("ud-by-qkey", receive_by_qkey);
+
 TEST(UdTransport, WrongQkeyIsDroppedAndTheHighBitMeansTheQpsOwn) {
-  const PeerOutcome outcome = run_with_forked_peer(
-      [&](PeerChannel& channel) {
-        return run_receiver(channel, 4, 4096, [&](DatagramEndpoint& self, const DatagramAddress&) {
-          // Three datagrams were sent: wrong Q_Key, right Q_Key, and the
-          // high bit (the sender's QP has the receiver's Q_Key).
-          const std::vector<ibv_wc> wcs = self.poll(2, kWait);
-          if (wcs.size() != 2) return PeerOutcome::fail("got " + std::to_string(wcs.size()));
-          if (!self.poll(1, kQuiet).empty()) return PeerOutcome::fail("the wrong Q_Key arrived");
-          if (wcs[0].wr_id != 100 || wcs[1].wr_id != 101) return PeerOutcome::fail("order");
-          if (!filled(self.buffer() + kGrhBytes, 16, 2)) return PeerOutcome::fail("first");
-          if (!filled(self.buffer() + 4096 + kGrhBytes, 16, 3)) return PeerOutcome::fail("second");
-          if (soft_control_available()) {  // the drop is counted where it happened
-            std::string stats;
-            if (soft_control("stats", stats)) return PeerOutcome::fail("stats");
-            if (qp_counter(stats, self.qp()->qp_num, "qkey_violations") != 1u)
-              return PeerOutcome::fail("qkey_violations not 1:\n" + stats);
-          }
-          return PeerOutcome::pass();
-        });
-      },
+  const PeerOutcome outcome = run_with_peer_service(
+      "ud-by-qkey", 0,
       [&](PeerChannel& channel) {
         DatagramEndpoint self;
         ASSERT_EQ("", self.error());

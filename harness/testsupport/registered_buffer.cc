@@ -11,6 +11,7 @@ namespace softverbs::testsupport {
 RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
     : mr_(std::move(other.mr_)),
       data_(std::exchange(other.data_, nullptr)),
+      reserved_(std::exchange(other.reserved_, nullptr)),
       length_(std::exchange(other.length_, 0)),
       mapped_(std::exchange(other.mapped_, 0)),
       iova_(std::exchange(other.iova_, 0)) {}
@@ -20,6 +21,7 @@ RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept
     release();
     mr_ = std::move(other.mr_);
     data_ = std::exchange(other.data_, nullptr);
+    reserved_ = std::exchange(other.reserved_, nullptr);
     length_ = std::exchange(other.length_, 0);
     mapped_ = std::exchange(other.mapped_, 0);
     iova_ = std::exchange(other.iova_, 0);
@@ -32,13 +34,19 @@ RegisteredBuffer::~RegisteredBuffer() { release(); }
 void RegisteredBuffer::release() {
   mr_.reset();
   if (data_) munmap(data_, mapped_);
-  data_ = nullptr;
+  if (reserved_) munmap(reserved_, mapped_);
+  data_ = reserved_ = nullptr;
   length_ = mapped_ = 0;
 }
 
 void RegisteredBuffer::unmap_memory() {
-  if (data_) munmap(data_, mapped_);
-  data_ = nullptr;
+  // Unmapped, and the range held inaccessible (PROT_NONE) so that no later
+  // mapping of this process (a thread's heap, a socket buffer) lands there
+  // and takes the access in its place.
+  if (data_)
+    mmap(data_, mapped_, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+         0);
+  reserved_ = std::exchange(data_, nullptr);
 }
 
 Errno RegisteredBuffer::allocate(ibv_pd* pd, size_t length, int access, uint64_t iova) {

@@ -25,8 +25,10 @@ class RegisteredBuffer {
   // `access`, at virtual address `iova` through the keys (0: the buffer's
   // own address). Returns the errno of mmap or ibv_reg_mr(_iova).
   Errno allocate(ibv_pd* pd, size_t length, int access, uint64_t iova = 0);
-  // Gives the memory back to the kernel and keeps the MR: what a program
-  // that unmaps registered memory leaves an HCA with. data() is then null.
+  // Unmaps the memory and keeps the MR: what a program that unmaps
+  // registered memory leaves an HCA with. The range stays reserved and
+  // inaccessible until the buffer goes, so no later mapping takes its place.
+  // data() is then null.
   void unmap_memory();
 
   uint8_t* data() const { return data_; }
@@ -44,6 +46,7 @@ class RegisteredBuffer {
 
   MrPtr mr_;  // deregistered before the memory goes
   uint8_t* data_ = nullptr;
+  uint8_t* reserved_ = nullptr;  // the range unmap_memory() left inaccessible
   size_t length_ = 0;
   size_t mapped_ = 0;
   uint64_t iova_ = 0;

@@ -1,5 +1,7 @@
 #include "harness/testsupport/remote_endpoint.h"
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cstring>
 #include <type_traits>
@@ -25,6 +27,7 @@ enum class RemoteCommand : uint32_t {
   kWriteWord,
   kControl,
   kUnmapBuffer,
+  kKill,
 };
 
 // One request: the command and whichever arguments it uses. Plain data.
@@ -178,6 +181,8 @@ PeerOutcome serve_endpoint(PeerChannel& channel) {
       if (Errno e = channel.receive_text(request_text))
         return PeerOutcome::fail("control request text: " + channel.explain(e));
     }
+    // Dies as a killed process does: no reply, no cleanup.
+    if (request.command == RemoteCommand::kKill) raise(SIGKILL);
     RemoteReply reply;
     std::string text;
     if (request.command != RemoteCommand::kOpen && !endpoint.qp() &&
@@ -377,6 +382,21 @@ Errno RemoteEndpoint::unmap_buffer() {
   request.command = RemoteCommand::kUnmapBuffer;
   RemoteReply reply;
   return call(request, reply);
+}
+
+Errno RemoteEndpoint::kill() {
+  RemoteRequest request;
+  request.command = RemoteCommand::kKill;
+  if (Errno err = channel_.send(request)) {
+    why_ = "sending the request: " + channel_.explain(err);
+    return err;
+  }
+  // Its end of the channel closes when it is gone.
+  RemoteReply reply;
+  const Errno err = channel_.receive(reply);
+  if (err == EPIPE || err == ECONNRESET) return 0;
+  why_ = "the peer did not die: " + (err ? channel_.explain(err) : std::string("it replied"));
+  return err ? err : EPROTO;
 }
 
 Errno RemoteEndpoint::control(std::string_view text, std::string& reply_text) {

@@ -63,6 +63,9 @@ class RemoteEndpoint {
   Errno write_word(uint64_t offset, uint64_t value);
   // Endpoint::unmap_buffer in the peer.
   Errno unmap_buffer();
+  // The peer process kills itself with SIGKILL; returns once its end of the
+  // channel closed.
+  Errno kill();
   // softverbs_control in the peer's process (soft_control.h).
   Errno control(std::string_view request, std::string& reply);
 
