@@ -22,6 +22,7 @@
 
 #include "emulator/packet/codec.h"
 #include "emulator/packet/frame_fields.h"
+#include "emulator/wire/fork_closed_fds.h"
 
 namespace softverbs {
 namespace {
@@ -92,7 +93,14 @@ int bound_socket(bool ipv4, uint16_t port, Errno& err) {
     close(fd);
     return -1;
   }
+  close_in_forked_child(fd);
   return fd;
+}
+
+// Closes a socket bound_socket() made.
+void close_bound_socket(int fd) {
+  keep_in_forked_child(fd);
+  close(fd);
 }
 
 Gid gid_of(const in_addr& a) {
@@ -222,6 +230,8 @@ std::unique_ptr<UdpWire> UdpWire::open(uint16_t port, Errno& err) {
     err = errno;
     return nullptr;
   }
+  close_in_forked_child(wire->epoll_fd_);
+  close_in_forked_child(wire->interrupt_fd_);
   for (int fd : {wire->ipv4_fd_, wire->ipv6_fd_, wire->interrupt_fd_}) {
     if (fd < 0) continue;
     epoll_event event{};
@@ -237,9 +247,9 @@ UdpWire::~UdpWire() {
   // The port's sockets first: until they close, the kernel may hand them
   // datagrams no one will read.
   for (int fd : {ipv4_fd_, ipv6_fd_, epoll_fd_, interrupt_fd_})
-    if (fd >= 0) close(fd);
+    if (fd >= 0) close_bound_socket(fd);
   for (auto& [key, fd] : source_port_fds_)
-    if (fd >= 0) close(fd);
+    if (fd >= 0) close_bound_socket(fd);
 }
 
 // The socket a flow leaves from: one bound to its source port, made on first

@@ -6,7 +6,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -242,6 +244,47 @@ TEST(UdpWire, ABurstMixesIpv4AndIpv6) {
   }
   std::sort(psns.begin(), psns.end());
   EXPECT_EQ(psns, (std::vector<uint32_t>{1, 2, 3, 4, 5, 6}));
+}
+
+// A child forked while the wire was open does not keep its sockets: once
+// the parent closes the wire, none of the port's datagrams go to a socket
+// the child holds without reading (SO_REUSEPORT would give it a share).
+TEST(UdpWire, AForkedChildKeepsNoSocketOfThePort) {
+  Errno err = 0;
+  const uint16_t port = unused_port();
+  auto wire = UdpWire::open(port, err);
+  ASSERT_TRUE(wire) << err;
+  int started[2];
+  ASSERT_EQ(pipe(started), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Running: whatever fork() leaves the child to do is done.
+    if (write(started[1], "x", 1) != 1) _exit(1);
+    sleep(10);  // alive, serving nothing, until the test ends
+    _exit(0);
+  }
+  char byte;
+  ASSERT_EQ(read(started[0], &byte, 1), 1);
+  close(started[0]);
+  close(started[1]);
+  wire.reset();
+  auto next = UdpWire::open(port, err);
+  ASSERT_TRUE(next) << err;
+  // From many source ports, so that the kernel's hash would spread them
+  // over every socket in the group.
+  constexpr uint64_t kDatagrams = 32;
+  for (uint64_t i = 0; i < kDatagrams; ++i) send_raw(port, std::vector<uint8_t>(30, 0x64));
+  WireCounters c;
+  for (int i = 0; i < 1000 && c.udp_datagrams_received < kDatagrams; ++i) {
+    next->receive([](std::span<const uint8_t>) {}, 16);
+    c = WireCounters{};
+    next->add_counters(c);
+    if (c.udp_datagrams_received < kDatagrams) usleep(1000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(c.udp_datagrams_received, kDatagrams);
 }
 
 TEST(UdpWire, WhatAHostileSenderSendsIsDroppedAndCounted) {
