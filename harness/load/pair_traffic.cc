@@ -40,8 +40,24 @@ PairTraffic::PairTraffic(const PairConfig& config, Rendezvous& rendezvous)
 PairTraffic::~PairTraffic() { release(); }
 
 PairOutcome PairTraffic::run() {
-  if (open() && meet_peer()) exchange();
+  if (open() && meet_peer() && exchange()) linger();
   return outcome_;
+}
+
+// Our stream is done, but the ACK of the peer's last message may have been
+// lost: its retransmission must still find this QP, or the peer ends in
+// RETRY_EXC_ERR against a process that has gone. So stay until the peer is
+// done too, for at most two of its retransmission periods and a second.
+void PairTraffic::linger() {
+  r_.finished[c_.self].store(c_.generation);
+  const std::chrono::nanoseconds ack_timeout(4096ull << c_.qp_timeout);  // IBTA 9.7.6.1.3
+  const auto until = std::min<Clock::time_point>(
+      deadline_, Clock::now() + 2 * ack_timeout + std::chrono::seconds(1));
+  ibv_wc wc[16];
+  while (r_.finished[c_.peer].load() != c_.generation && Clock::now() < until) {
+    ibv_poll_cq(cq_, 16, wc);  // keeps this process serving its QP
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 bool PairTraffic::verb_failed(const char* what, int err) {

@@ -60,6 +60,7 @@ class PairTraffic {
   bool post_message();
   bool post_end();
   bool exchange();
+  void linger();
   bool on_completion(const ibv_wc& wc);
   bool check_message(const ibv_wc& wc);
   // A verb that failed: a clean error, said with what failed.

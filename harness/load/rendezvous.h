@@ -27,6 +27,9 @@ struct Rendezvous {
   // Pairs of processes that come and go: endpoints[i] is filled in once
   // published[i] holds the generation its process was started for.
   std::atomic<uint32_t> published[kMaxProcesses] = {};
+  // finished[i] holds the generation of process i once its stream ended
+  // intact; its peer may then stop answering (see PairTraffic::linger).
+  std::atomic<uint32_t> finished[kMaxProcesses] = {};
   // Set by the parent: processes that run until told stop now.
   std::atomic<bool> stop{false};
 
