@@ -58,72 +58,84 @@ Errno check_peer(const std::string& peer, std::string& error) {
   return 0;
 }
 
-// Applies one flag's value to `config`.
-Errno apply_flag(std::string_view flag, const char* value, TestConfig& config,
-                 std::string& error) {
+// A number option's value, stored by `set` once it is in [low, high].
+template <auto low, auto high, auto set>
+Errno number_option(std::string_view name, const char* value, TestConfig& config,
+                    std::string& error) {
   long number = 0;
-  if (flag == "--device") {
-    config.device_name = value;
-  } else if (flag == "--port") {
-    if (Errno err = parse_number("--port", value, 1, 255, number, error)) return err;
-    config.port = static_cast<uint8_t>(number);
-  } else if (flag == "--gid-index") {
-    if (Errno err = parse_number("--gid-index", value, 0, 0xffff, number, error)) return err;
-    config.gid_index = static_cast<int>(number);
-  } else if (flag == "--peer") {
-    config.peer = value;
-    return check_peer(config.peer, error);
-  } else if (flag == "--serve-peers") {
-    if (Errno err = parse_number("--serve-peers", value, 1, 65535, number, error)) return err;
-    config.serve_port = static_cast<uint16_t>(number);
-  } else if (flag == "--serve-seconds") {
-    if (Errno err = parse_number("--serve-seconds", value, 1, 86400, number, error)) return err;
-    config.serve_seconds = static_cast<int>(number);
-  }
+  if (Errno err = parse_number(name, value, low, high, number, error)) return err;
+  set(config, number);
   return 0;
 }
 
-constexpr std::string_view kFlags[] = {"--device",    "--port",          "--gid-index",
-                                       "--peer",      "--serve-peers",   "--serve-seconds"};
+// Each option: its flag, the environment variable that sets it when the
+// flag is absent (if any), and how its value is taken.
+struct Option {
+  std::string_view flag;
+  const char* environment;
+  Errno (*apply)(std::string_view name, const char* value, TestConfig& config,
+                 std::string& error);
+};
+
+constexpr Option kOptions[] = {
+    {"--device", "SOFTVERBS_TEST_DEVICE",
+     [](std::string_view, const char* value, TestConfig& config, std::string&) -> Errno {
+       config.device_name = value;
+       return 0;
+     }},
+    {"--port", nullptr,
+     number_option<1, 255, [](TestConfig& c, long n) { c.port = static_cast<uint8_t>(n); }>},
+    {"--gid-index", "SOFTVERBS_TEST_GID_INDEX",
+     number_option<0, 0xffff, [](TestConfig& c, long n) { c.gid_index = static_cast<int>(n); }>},
+    {"--peer", "SOFTVERBS_TEST_PEER",
+     [](std::string_view, const char* value, TestConfig& config, std::string& error) {
+       config.peer = value;
+       return check_peer(config.peer, error);
+     }},
+    {"--serve-peers", nullptr,
+     number_option<1, 65535,
+                   [](TestConfig& c, long n) { c.serve_port = static_cast<uint16_t>(n); }>},
+    {"--serve-seconds", nullptr,
+     number_option<1, 86400,
+                   [](TestConfig& c, long n) { c.serve_seconds = static_cast<int>(n); }>},
+};
+
+// The option `arg` names, as `--flag` or `--flag=VALUE`, if any.
+const Option* option_named_by(std::string_view arg) {
+  for (const Option& o : kOptions)
+    if (arg == o.flag ||
+        (arg.starts_with(o.flag) && arg.size() > o.flag.size() && arg[o.flag.size()] == '='))
+      return &o;
+  return nullptr;
+}
 
 }  // namespace
 
 Errno configure_from_command_line(int& argc, char** argv, std::string& error) {
   TestConfig& config = mutable_config();
-  if (const char* env = std::getenv("SOFTVERBS_TEST_DEVICE"); env && *env)
-    config.device_name = env;
-  if (const char* env = std::getenv("SOFTVERBS_TEST_GID_INDEX"); env && *env) {
-    long index = 0;
-    if (Errno err = parse_number("SOFTVERBS_TEST_GID_INDEX", env, 0, 0xffff, index, error))
-      return err;
-    config.gid_index = static_cast<int>(index);
-  }
-  if (const char* env = std::getenv("SOFTVERBS_TEST_PEER"); env && *env) {
-    config.peer = env;
-    if (Errno err = check_peer(config.peer, error)) return err;
-  }
+  for (const Option& o : kOptions)
+    if (const char* env = o.environment ? std::getenv(o.environment) : nullptr; env && *env) {
+      if (Errno err = o.apply(o.environment, env, config, error)) return err;
+    }
 
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    const std::string_view* flag = nullptr;
-    for (const std::string_view& f : kFlags)
-      if (arg == f || (arg.starts_with(f) && arg.size() > f.size() && arg[f.size()] == '='))
-        flag = &f;
-    if (!flag) {
+    const Option* option = option_named_by(arg);
+    if (!option) {
       argv[kept++] = argv[i];
       continue;
     }
     const char* value;
-    if (arg.size() > flag->size()) {
-      value = argv[i] + flag->size() + 1;
+    if (arg.size() > option->flag.size()) {
+      value = argv[i] + option->flag.size() + 1;
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      error = std::string(*flag) + " needs a value";
+      error = std::string(option->flag) + " needs a value";
       return EINVAL;
     }
-    if (Errno err = apply_flag(*flag, value, config, error)) return err;
+    if (Errno err = option->apply(option->flag, value, config, error)) return err;
   }
   argc = kept;
   argv[argc] = nullptr;
