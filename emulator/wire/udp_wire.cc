@@ -97,8 +97,9 @@ int bound_socket(bool ipv4, uint16_t port, Errno& err) {
   return fd;
 }
 
-// Closes a socket bound_socket() made.
-void close_bound_socket(int fd) {
+// Closes a descriptor that forked children close by themselves
+// (close_in_forked_child): the wire's sockets, its epoll and eventfd.
+void close_kept_from_children(int fd) {
   keep_in_forked_child(fd);
   close(fd);
 }
@@ -247,9 +248,9 @@ UdpWire::~UdpWire() {
   // The port's sockets first: until they close, the kernel may hand them
   // datagrams no one will read.
   for (int fd : {ipv4_fd_, ipv6_fd_, epoll_fd_, interrupt_fd_})
-    if (fd >= 0) close_bound_socket(fd);
+    if (fd >= 0) close_kept_from_children(fd);
   for (auto& [key, fd] : source_port_fds_)
-    if (fd >= 0) close_bound_socket(fd);
+    if (fd >= 0) close_kept_from_children(fd);
 }
 
 // The socket a flow leaves from: one bound to its source port, made on first
@@ -585,13 +586,13 @@ size_t UdpWire::receive_from(int fd, const std::function<void(std::span<const ui
     }
     // Back to back, all of one size but the last; each has its own ICRC,
     // made for the IPv4 identification it had on the wire.
+    const size_t segments = (bytes.size() + segment_bytes - 1) / segment_bytes;
+    datagrams += segments;
     coalesced_receives_.fetch_add(1, std::memory_order_relaxed);
-    for (size_t offset = 0; offset < bytes.size(); offset += segment_bytes) {
-      ++datagrams;
-      coalesced_datagrams_.fetch_add(1, std::memory_order_relaxed);
+    coalesced_datagrams_.fetch_add(segments, std::memory_order_relaxed);
+    for (size_t offset = 0; offset < bytes.size(); offset += segment_bytes)
       take_datagram(a, bytes.subspan(offset, std::min(segment_bytes, bytes.size() - offset)),
                     deliver);
-    }
   }
   received_.fetch_add(datagrams, std::memory_order_relaxed);
   return datagrams;

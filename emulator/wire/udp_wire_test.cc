@@ -72,6 +72,12 @@ std::vector<std::vector<uint8_t>> receive(UdpWire& wire, size_t wanted) {
   return got;
 }
 
+WireCounters counters_of(const UdpWire& wire) {
+  WireCounters c;
+  wire.add_counters(c);
+  return c;
+}
+
 // Sends raw bytes to the wire's port, as any program could.
 void send_raw(uint16_t port, const std::vector<uint8_t>& bytes) {
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -98,8 +104,7 @@ TEST(UdpWire, FramesComeBackIntactAndInOrder) {
     EXPECT_EQ(p.payload.size(), 100u);
     EXPECT_EQ(p.payload[99], psn);
   }
-  WireCounters c;
-  wire->add_counters(c);
+  const WireCounters c = counters_of(*wire);
   EXPECT_EQ(c.udp_datagrams_sent, 5u);
   EXPECT_EQ(c.udp_datagrams_received, 5u);
 }
@@ -128,8 +133,7 @@ TEST(UdpWire, ABurstLeavesWhenItEndsInOrder) {
     EXPECT_EQ(p.headers.bth.psn, UdpWire::kSendBatch + 1 + i);
     EXPECT_EQ(p.payload[0], static_cast<uint8_t>(p.headers.bth.psn));
   }
-  WireCounters c;
-  wire->add_counters(c);
+  const WireCounters c = counters_of(*wire);
   EXPECT_EQ(c.udp_datagrams_sent, kFrames);
   EXPECT_EQ(c.udp_send_failures, 0u);
 }
@@ -151,8 +155,7 @@ TEST(UdpWire, EqualDatagramsToOneDestinationLeaveAsOneSegmentedSend) {
     ASSERT_EQ(packet::decode_ib(got[psn - 1], p), packet::DecodeError::kNone);
     EXPECT_EQ(p.headers.bth.psn, psn);
   }
-  WireCounters c;
-  wire->add_counters(c);
+  const WireCounters c = counters_of(*wire);
   EXPECT_EQ(c.udp_segmented_sends, 1u);
   EXPECT_EQ(c.udp_segmented_datagrams, 8u);
   // The receiving socket takes it whole (UDP GRO) and the wire cuts it.
@@ -214,8 +217,7 @@ TEST(UdpWire, EachDatagramOfACoalescedBufferIsCheckedOnItsOwn) {
     psns.push_back(p.headers.bth.psn);
   }
   EXPECT_EQ(psns, (std::vector<uint32_t>{1, 3, 4}));
-  WireCounters c;
-  wire->add_counters(c);
+  const WireCounters c = counters_of(*wire);
   EXPECT_EQ(c.udp_coalesced_receives, 1u);
   EXPECT_EQ(c.udp_coalesced_datagrams, 4u);
   EXPECT_EQ(c.udp_datagrams_received, 4u);
@@ -278,8 +280,7 @@ TEST(UdpWire, AForkedChildKeepsNoSocketOfThePort) {
   WireCounters c;
   for (int i = 0; i < 1000 && c.udp_datagrams_received < kDatagrams; ++i) {
     next->receive([](std::span<const uint8_t>) {}, 16);
-    c = WireCounters{};
-    next->add_counters(c);
+    c = counters_of(*next);
     if (c.udp_datagrams_received < kDatagrams) usleep(1000);
   }
   kill(child, SIGKILL);
@@ -307,8 +308,7 @@ TEST(UdpWire, WhatAHostileSenderSendsIsDroppedAndCounted) {
   send_raw(port, {});
   const auto got = receive(*wire, 1);
   EXPECT_TRUE(got.empty());
-  WireCounters c;
-  wire->add_counters(c);
+  const WireCounters c = counters_of(*wire);
   EXPECT_EQ(c.udp_datagrams_received, 4u);
   EXPECT_EQ(c.udp_dropped_bad_icrc, 1u);
   EXPECT_EQ(c.udp_dropped_malformed, 3u);
