@@ -7,9 +7,12 @@
 // other processes on the same device must still work.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -171,10 +174,18 @@ TEST(PeerDeath, KilledPeerEndsInRetryExcErrAndTheDeviceKeepsWorking) {
     expect_completion(completions[0], 1, IBV_WC_SUCCESS, "the first WRITE, before the kill");
     // Here, from outside and at once, as any killer would; on another
     // host, by the peer itself on request.
-    if (peer_is_remote())
+    if (peer_is_remote()) {
       ASSERT_EQ(0, remote.kill()) << remote.why();
-    else
+    } else {
       ASSERT_EQ(0, ::kill(info.pid, SIGKILL));
+      // kill() returns before the process is gone, and an adapter that
+      // places WRITEs without the target's CPU may still place them until
+      // it is. The peer is this process's child: wait for its death
+      // without reaping it.
+      siginfo_t died{};
+      ASSERT_EQ(0, waitid(P_PID, static_cast<id_t>(info.pid), &died, WEXITED | WNOWAIT))
+          << std::strerror(errno);
+    }
     const auto killed_at = Clock::now();
     // One more behind, so at least one WR is surely outstanding at the death.
     SendSpec last;

@@ -40,6 +40,9 @@ class Completer {
   void resend_outstanding();
   bool waiting_for_rnr() const { return rnr_deadline_ns_ != 0; }
 
+  // The requester executed `w` on the target directly (direct_execution.h):
+  // done, acknowledged up to the next PSN, reported.
+  void executed_directly(SendWqe& w);
   // Marks a WQE done with `status`; retire_completed() reports it.
   void complete(SendWqe& w, WcStatus status);
   // Reports done WQEs from the head of the send queue, in order.

@@ -23,6 +23,7 @@
 #include "emulator/internal_thread.h"
 #include "emulator/qp_impl.h"
 #include "emulator/run_frame.h"
+#include "emulator/target_table.h"
 #include "emulator/wire/shm_names.h"
 #include "emulator/wire/shm_registry.h"
 #include "emulator/wire/routed_wire.h"
@@ -185,6 +186,9 @@ Engine::Engine(Config config)
       fault_injector_(config.fault_injector) {
   const char* runs = std::getenv("SOFTVERBS_RUNS");
   runs_enabled_ = !(runs && std::string_view(runs) == "0");
+  const char* direct = std::getenv("SOFTVERBS_DIRECT");
+  direct_enabled_ = !(direct && std::string_view(direct) == "0");
+  target_table_ = std::make_unique<TargetTable>(wire_->own_target_area());
   multicast_ = config.multicast ? std::move(config.multicast)
                                 : std::make_unique<LocalMulticastDirectory>();
   cm_ports_ = config.cm_ports ? std::move(config.cm_ports)
@@ -398,6 +402,16 @@ bool Engine::runs_allowed(const WireAddress& dst) {
   return wire_->accepts_runs(dst);
 }
 
+bool Engine::direct_possible() const {
+  return direct_enabled_ && !direct_refused_.load(std::memory_order_relaxed) &&
+         !(fault_injector_ && fault_injector_->sees_every_packet());
+}
+
+PeerTargetArea Engine::direct_target(const WireAddress& dst) {
+  if (!direct_possible()) return {};
+  return wire_->peer_target_area(dst);
+}
+
 void Engine::transmit_run(const WireAddress& dst, const RunFrame& run) {
   std::span<uint8_t> buffer = frame_buffer();
   const size_t n = encode_run(run, buffer);
@@ -411,6 +425,7 @@ void Engine::refuse_runs() {
 
 void Engine::fault_plan_changed() {
   const bool faults = fault_injector_ && fault_injector_->sees_every_packet();
+  target_table_->set_accepting(direct_enabled_ && !faults);
   wire_->set_accepting_runs(runs_enabled_ && !faults &&
                             !runs_refused_here_.load(std::memory_order_relaxed));
 }

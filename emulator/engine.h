@@ -48,6 +48,7 @@ namespace softverbs {
 struct QpImpl;
 struct RunFrame;
 class Hca;
+class TargetTable;
 namespace fault {
 class FaultInjector;
 }
@@ -143,6 +144,16 @@ class Engine {
   void refuse_runs();
   // The fault plan changed: runs are accepted again only without one.
   void fault_plan_changed();
+
+  // Direct execution (direct_execution.h): this process's target table,
+  // and the target area of the process serving `dst` when a WRITE or READ
+  // may be executed there now (empty: send it as packets; not with a fault
+  // plan here, nor with SOFTVERBS_DIRECT=0). refuse_direct(): the kernel
+  // refused cross-memory attach, for good.
+  TargetTable& target_table() { return *target_table_; }
+  bool direct_possible() const;
+  PeerTargetArea direct_target(const WireAddress& dst);
+  void refuse_direct() { direct_refused_.store(true, std::memory_order_relaxed); }
 
   // Asks for on_timer() of the QP with `key` once `deadline_ns` has come.
   // Wakes the progress thread if it sleeps past it.
@@ -289,6 +300,9 @@ class Engine {
   std::atomic<bool> intake_on_progress_thread_{false};
   bool runs_enabled_ = true;                    // SOFTVERBS_RUNS
   std::atomic<bool> runs_refused_here_{false};  // a pull was refused: for good
+  bool direct_enabled_ = true;                  // SOFTVERBS_DIRECT
+  std::atomic<bool> direct_refused_{false};     // cross-memory attach refused: for good
+  std::unique_ptr<TargetTable> target_table_;
   // Polls by application threads; a racy count is fine (it spaces timer checks).
   thread_local static inline uint32_t application_polls_ = 0;
   std::atomic<bool> stopping_{false};

@@ -4,6 +4,7 @@
 
 #include "emulator/hca_impl.h"
 #include "emulator/qp_impl.h"
+#include "emulator/target_table.h"
 #include "emulator/srq_impl.h"
 
 namespace softverbs {
@@ -123,7 +124,7 @@ QpCounters Hca::counters() const {
   QpCounters total = impl_->destroyed_qp_counters;
   for (QpImpl* qp : impl_->qps) {
     std::lock_guard qp_lock(qp->mutex);
-    total += qp->counters;
+    total += qp->current_counters();
   }
   return total;
 }
@@ -239,6 +240,8 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
     impl->attr.path_mtu = port.active_mtu;
   }
   if (!add_qp(*impl, err)) return nullptr;
+  if (init.type == QpType::kRc)
+    impl->target_entry = impl_->engine->target_table().add_qp(impl->device_index, impl->qpn);
   pd.users.fetch_add(1);
   if (init.srq) init.srq->users.fetch_add(1);
   init.send_cq->users.fetch_add(1);

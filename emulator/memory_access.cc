@@ -145,6 +145,15 @@ WcStatus QpImpl::describe(const Sge* sges, uint32_t n, uint64_t offset, uint64_t
   });
 }
 
+WcStatus QpImpl::describe_destination(const Sge* sges, uint32_t n, uint64_t offset,
+                                      uint64_t length, RunFrame& run) const {
+  std::shared_lock lock(hca->impl().mr_mutex);
+  run.piece_count = 0;
+  return walk_locked(*this, sges, n, offset, length, kAccessLocalWrite, [&](const Piece& p) {
+    return run_piece(p, true, run.pieces[run.piece_count++]);
+  });
+}
+
 bool QpImpl::place_remote(uint32_t rkey, uint64_t va, const Payload& in, int& pull_error) const {
   pull_error = 0;
   return access_remote(rkey, va, in.size(), kAccessRemoteWrite, [&](uint8_t* dst) {

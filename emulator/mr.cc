@@ -12,6 +12,7 @@
 #include "emulator/app_memory.h"
 #include "emulator/hca_impl.h"
 #include "emulator/memory_window.h"
+#include "emulator/target_table.h"
 
 namespace softverbs {
 namespace {
@@ -44,6 +45,14 @@ uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
 }  // namespace
 
+// The MR as initiators executing on this process see it (target_table.h).
+static void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
+  if (mr.kind() == MrKind::kNull) return;
+  hca.engine->target_table().publish_mr(
+      TargetMemory{hca.description.index, mr.rkey(), mr.access(),
+                   reinterpret_cast<uint64_t>(&mr.pd()), mr.iova(), mr.length(), mr.addr()});
+}
+
 Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot)
     : pd_(&pd), kind_(kind), addr_(init.addr), length_(init.length), iova_(init.iova),
       access_(init.access), on_demand_(init.on_demand), lkey_(key),
@@ -55,6 +64,7 @@ Mr::~Mr() {
     // Exclusive: waits for any access in progress (they hold it shared).
     std::unique_lock lock(hca.mr_mutex);
     hca.mrs_by_key.erase(lkey_);
+    hca.engine->target_table().withdraw_mr(hca.description.index, rkey_);
     // Windows bound to it lose their binding: their R_Keys reach nothing.
     for (auto it = hca.mws_by_index.begin(); bound_windows_ && it != hca.mws_by_index.end(); ++it)
       if (it->second->bound_mr() == this) it->second->unbind_locked();
@@ -70,6 +80,7 @@ static std::unique_ptr<Mr> enter_mr(Hca::Impl& hca, MakeMr make, Pd& pd, const v
   std::unique_lock lock(hca.mr_mutex);
   std::unique_ptr<Mr> mr = make(pd, hca.next_key_locked(), arg, std::move(slot));
   hca.mrs_by_key[mr->lkey()] = mr.get();
+  publish_for_initiators(hca, *mr);
   pd.users.fetch_add(1);
   return mr;
 }
@@ -149,12 +160,14 @@ Errno Hca::reregister_mr(Mr& mr, const MrChange& change) {
   Pd* old_pd = mr.pd_;
   {
     std::unique_lock lock(impl_->mr_mutex);
+    impl_->engine->target_table().withdraw_mr(impl_->description.index, mr.rkey_);
     mr.addr_ = next.addr;
     mr.length_ = next.length;
     mr.iova_ = next.iova;
     mr.access_ = next.access;
     mr.on_demand_ = next.on_demand;
     if (change.pd) mr.pd_ = change.pd;
+    publish_for_initiators(*impl_, mr);
   }
   if (change.pd && change.pd != old_pd) {
     change.pd->users.fetch_add(1);

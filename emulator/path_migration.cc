@@ -95,7 +95,9 @@ void QpImpl::note_peer_migration_state(const packet::Headers& h) {
 }
 
 void QpImpl::on_port_down(uint8_t port) {
-  if (attr.port_num != port || !can_send()) return;
+  if (attr.port_num != port) return;
+  TargetEntryScope scope(*this);  // closes the entry: a downed port takes nothing
+  if (!can_send()) return;
   migrate_instead_of_failing(MigrationCause::kPortDown);
 }
 

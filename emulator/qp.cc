@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "emulator/qp_impl.h"
+#include "emulator/target_table.h"
 #include "emulator/qp_state.h"
 #include "emulator/srq_impl.h"
 #include "emulator/wire/wire.h"
@@ -133,6 +134,7 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
   const QpState next = (mask & kQpAttrState) ? a.state : cur;
   if (Errno e = check_transition(type, cur, mask, next)) return e;
   if (Errno e = check_values(*this, a, mask)) return e;
+  TargetEntryScope scope(*this);
   bool migrate_now = false;
   if (mask & kQpAttrPathMigState) {
     const bool alternate_loaded = (mask & kQpAttrAltPath) || attr.alt_port_num != 0;
@@ -306,6 +308,7 @@ Errno QpImpl::post_recv(const RecvRequest& wr) {
 }
 
 void QpImpl::enter_error() {
+  TargetEntryScope scope(*this);
   attr.state = QpState::kErr;
   completer.stop_timers();
   // IBTA 10.3.1.x (Error state): every outstanding WR completes, in order,
@@ -373,6 +376,7 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
     responder.receive_datagram(pkt);
     return;
   }
+  TargetEntryScope scope(*this);
   responder.receive(pkt, info);
 }
 
@@ -387,6 +391,7 @@ void QpImpl::receive_run(const RunFrame& run) {
   note_peer_migration_state(run.first);
   counters.packets_received += run.packets;
   ++counters.runs_received;
+  TargetEntryScope scope(*this);
   responder.receive_run(run);
 }
 
@@ -492,11 +497,13 @@ Qp::~Qp() {
   // its multicast groups.
   if (impl_->type == QpType::kUd) impl_->engine->detach_all_multicast(*impl_);
   impl_->engine->remove_qp(impl_->device_index, impl_->qpn);
+  // Waits for an initiator executing on it to finish.
+  impl_->engine->target_table().remove_qp(impl_->target_entry);
   {
     std::lock_guard lock(hca.objects_mutex);
     hca.qps.erase(impl_.get());
     std::lock_guard qp_lock(impl_->mutex);
-    hca.destroyed_qp_counters += impl_->counters;
+    hca.destroyed_qp_counters += impl_->current_counters();
     impl_->responder.release_receive();
   }
   // Type 2 windows bound to it reach nothing any more.
@@ -535,7 +542,7 @@ Errno Qp::query(QpAttributes& out) const {
 
 QpCounters Qp::counters() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->counters;
+  return impl_->current_counters();
 }
 
 Errno Qp::post_send(const SendRequest& wr) {

@@ -29,8 +29,28 @@
 #include "emulator/responder.h"
 #include "emulator/run_frame.h"
 #include "emulator/send_queue.h"
+#include "emulator/target_table_layout.h"
 
 namespace softverbs {
+
+struct QpImpl;
+
+// Holds a QP's target entry (with the QP's lock held) for a step that may
+// move its responder or change its state: on entry the responder adopts
+// what initiators executed directly meanwhile; on exit the entry shows
+// where the responder stands and whether it may be executed on now (RTS,
+// nothing half done). Scopes nest; only the outermost one locks.
+// (qp_target_entry.cc)
+class TargetEntryScope {
+ public:
+  explicit TargetEntryScope(QpImpl& qp);
+  ~TargetEntryScope();
+  TargetEntryScope(const TargetEntryScope&) = delete;
+  TargetEntryScope& operator=(const TargetEntryScope&) = delete;
+
+ private:
+  QpImpl* qp_ = nullptr;  // null: nothing to do
+};
 
 // The IBTA's RNR NAK timer field (IBTA 9.7.5.2.8): code -> microseconds.
 uint32_t rnr_timer_us(uint8_t code);
@@ -64,6 +84,16 @@ struct QpImpl {
   bool sq_drained_notify = false;
   // Type 2 memory windows bound to this QP; guarded by the MR table lock.
   uint32_t bound_windows = 0;
+
+  // RC: its entry in the process's target table (target_table.h), where
+  // initiators of this host execute WRITEs and READs on it directly; null
+  // without one. Held by a TargetEntryScope (below) while set.
+  TargetQpEntry* target_entry = nullptr;
+  bool target_entry_held = false;
+  uint64_t target_executed_seen = 0;  // the entry's `executed` last folded in
+  // The counters with what initiators executed directly since the entry
+  // was last held (qp_target_entry.cc).
+  QpCounters current_counters() const;
 
   SendQueue sq;
   RecvQueue rq;
@@ -117,6 +147,11 @@ struct QpImpl {
 
   // ---- path migration (path_migration.cc)
   MigrationState migration_state() const;
+  // An alternate path is loaded or a migration is under way: then the
+  // MigReq bits of packets carry state, and nothing is executed directly.
+  bool migration_in_use() const {
+    return attr.alt_port_num != 0 || migration_state() != MigrationState::kMigrated;
+  }
   // The BTH MigReq bit of the QP's packets.
   bool migration_request_bit() const;
   // The alternate path of a Modify QP: EINVAL unless it is an InfiniBand
@@ -176,6 +211,9 @@ struct QpImpl {
   // names the memory instead of copying it (a run's pieces).
   WcStatus describe(const Sge* sges, uint32_t n, uint64_t offset, uint64_t length,
                     RunFrame& run) const;
+  // The same for memory bytes will be written into (as scatter() checks).
+  WcStatus describe_destination(const Sge* sges, uint32_t n, uint64_t offset, uint64_t length,
+                                RunFrame& run) const;
   // A remote access through an rkey: the MR exists (and has an rkey), is in
   // the QP's PD, grants `access`, the QP allows it, and [va, va+len) lies
   // inside it; or the rkey is a memory window's that lets this QP in

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "emulator/direct_execution.h"
 #include "emulator/packet/roce_v2.h"
 #include "emulator/qp_impl.h"
 #include "emulator/wire/wire_burst.h"
@@ -40,6 +41,16 @@ Opcode rc_write_opcode(const SendWqe& w, bool first, bool last) {
   return imm ? Opcode::kRcWriteLastImm : Opcode::kRcWriteLast;
 }
 
+// A WRITE or READ up to this size may be executed on the target directly:
+// the copy runs in the posting thread, so a larger one goes as a run,
+// whose copy the target makes.
+constexpr uint64_t kDirectMaxBytes = 4u << 20;
+
+// How many WRITEs and READs go as packets before direct execution is tried
+// again after it failed, at first and at most.
+constexpr uint32_t kDirectProbeFirst = 8;
+constexpr uint32_t kDirectProbeMost = 4096;
+
 // UC opcodes are the RC ones with the transport bits 001 (IBTA 9.2, table
 // 35). XRC's stay RC here: QpImpl::make_headers gives every packet of an XRC
 // QP its transport bits.
@@ -68,6 +79,8 @@ void Requester::reset() {
   rd_atomic_outstanding_ = 0;
   started_end_ = drain_end_ = 0;
   window_.reset();
+  direct_working_ = true;
+  direct_probe_in_ = direct_probe_interval_ = 0;
 }
 
 bool Requester::drained() const { return qp_.sq.head >= drain_end_; }
@@ -82,6 +95,8 @@ void Requester::run() {
       case Step::kNextWqe: step = next_wqe(); break;
       case Step::kCheckLimits: step = check_limits(); break;
       case Step::kStartWqe: step = start_wqe(); break;
+      case Step::kExecuteDirect: step = execute_direct(); break;
+      case Step::kStartPackets: step = start_packets(); break;
       case Step::kSendAtomic: step = send_atomic(); break;
       case Step::kSendAtomicWrite: step = send_atomic_write(); break;
       case Step::kSendReadRequest: step = send_read_request(); break;
@@ -123,6 +138,31 @@ Requester::Step Requester::check_limits() {
 Requester::Step Requester::start_wqe() {
   SendWqe& w = *wqe_;
   if (w.is_local()) return Step::kLocalOperation;
+  if (!direct_fits(w)) return Step::kStartPackets;
+  const bool outstanding = npsn_ != psn_high_ || packets_in_flight() != 0 ||
+                           rd_atomic_outstanding_ != 0;
+  if (!outstanding) return Step::kExecuteDirect;
+  // Behind a SEND or an atomic it goes as packets, as an HCA would send it
+  // at once (a WQE held here has not begun, which SQD would see).
+  if ((direct_working_ || direct_probe_in_ == 0) && only_one_sided_outstanding() &&
+      !qp_.engine->direct_target(qp_.destination()).bytes.empty())
+    return Step::kStop;  // the acknowledgement runs us again
+  if (direct_probe_in_ != 0) --direct_probe_in_;
+  return Step::kStartPackets;
+}
+
+bool Requester::only_one_sided_outstanding() const {
+  const SendQueue& sq = qp_.sq;
+  for (uint64_t n = sq.head; n != sq.next; ++n) {
+    const SendWqe& w = sq.at(n);
+    if (!w.done && w.opcode != WrOpcode::kRdmaWrite && w.opcode != WrOpcode::kRdmaRead)
+      return false;
+  }
+  return true;
+}
+
+Requester::Step Requester::start_packets() {
+  SendWqe& w = *wqe_;
   if (send_offset_ == 0 && !w.started) {
     if (w.is_atomic() && w.length != sizeof(uint64_t)) {
       // The original value needs exactly 8 bytes of local buffer.
@@ -144,6 +184,71 @@ Requester::Step Requester::start_wqe() {
   if (w.opcode == WrOpcode::kAtomicWrite) return Step::kSendAtomicWrite;
   if (w.is_read()) return Step::kSendReadRequest;
   return run_fits(w) ? Step::kSendRun : Step::kSendSegment;
+}
+
+bool Requester::direct_fits(const SendWqe& w) const {
+  // Only with nothing outstanding: then the responder has taken every
+  // earlier request, and this one is next in its order as on the wire.
+  return qp_.type == QpType::kRc && qp_.attr.state == QpState::kRts &&
+         (w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaRead) &&
+         !w.started && send_offset_ == 0 && w.length <= kDirectMaxBytes && qp_.port_up() &&
+         !qp_.migration_in_use() && qp_.engine->direct_possible();
+}
+
+Requester::Step Requester::direct_declined() {
+  direct_working_ = false;
+  direct_probe_interval_ = direct_probe_interval_ == 0
+                               ? kDirectProbeFirst
+                               : std::min(direct_probe_interval_ * 2, kDirectProbeMost);
+  direct_probe_in_ = direct_probe_interval_;
+  return Step::kStartPackets;
+}
+
+Requester::Step Requester::execute_direct() {
+  SendWqe& w = *wqe_;
+  const PeerTargetArea target = qp_.engine->direct_target(qp_.destination());
+  if (target.bytes.empty()) return direct_declined();
+  const uint64_t index = qp_.sq.next;
+  RunFrame local;  // its pieces: where the bytes are in this process
+  if (w.inline_len) {
+    local.pieces[0] = RunPiece{reinterpret_cast<uint64_t>(qp_.sq.inline_at(index)), w.length};
+    local.piece_count = 1;
+  } else {
+    // A local error is the packets' to report.
+    const Sge* sges = qp_.sq.sges_at(index);
+    const WcStatus st = w.is_read()
+                            ? qp_.describe_destination(sges, w.num_sge, 0, w.length, local)
+                            : qp_.describe(sges, w.num_sge, 0, w.length, local);
+    if (st != WcStatus::kSuccess) return direct_declined();
+  }
+  const DirectOperation op{
+      .read = w.is_read(),
+      .initiator_key = target_qp_key(qp_.device_index, qp_.qpn),
+      .device_index = qp_.peer_device_index,
+      .qpn = qp_.attr.dest_qp_num,
+      .psn = npsn_,
+      .packets = packets_of(w),
+      .rkey = w.rkey,
+      .va = w.remote_addr,
+      .length = w.length,
+      .local = std::span<const RunPiece>(local.pieces.data(), local.piece_count),
+  };
+  switch (execute_directly(target.bytes, op)) {
+    case DirectResult::kRefused: qp_.engine->refuse_direct(); return direct_declined();
+    case DirectResult::kNotHere: return direct_declined();
+    case DirectResult::kExecuted: break;
+  }
+  direct_working_ = true;
+  direct_probe_interval_ = 0;
+  w.started = true;
+  started_end_ = std::max(started_end_, index + 1);
+  w.first_psn = npsn_;
+  w.last_psn = packet::psn_add(npsn_, op.packets - 1);
+  advance_psn(packet::psn_add(w.last_psn, 1));
+  finish_wqe();
+  ++qp_.counters.direct_operations;
+  qp_.completer.executed_directly(w);
+  return Step::kNextWqe;
 }
 
 Requester::Step Requester::send_atomic() {

@@ -4,8 +4,9 @@
 // owns where transmission stands; the completer moves it back (go back N).
 //
 // Driven as a state machine, one function per step (requester.cc):
-//   NextWqe -> CheckLimits -> StartWqe -> SendAtomic | SendReadRequest |
-//   SendSegment | SendRun -> (NextWqe | CheckLimits | Stop)
+//   NextWqe -> CheckLimits -> StartWqe -> (ExecuteDirect -> NextWqe) |
+//   StartPackets -> SendAtomic | SendReadRequest | SendSegment | SendRun ->
+//   (NextWqe | CheckLimits | Stop)
 // Guarded by the QP's lock.
 #pragma once
 
@@ -66,13 +67,22 @@ class Requester {
   static constexpr uint32_t kMaxPacketsInFlight = 256;
 
  private:
-  enum class Step { kNextWqe, kCheckLimits, kStartWqe, kSendAtomic, kSendAtomicWrite,
-                    kSendReadRequest, kSendDatagram, kLocalOperation,
-                    kSendSegment, kSendRun, kStop };
+  enum class Step { kNextWqe, kCheckLimits, kStartWqe, kExecuteDirect, kStartPackets,
+                    kSendAtomic, kSendAtomicWrite, kSendReadRequest, kSendDatagram,
+                    kLocalOperation, kSendSegment, kSendRun, kStop };
 
   Step next_wqe();
   Step check_limits();
   Step start_wqe();
+  // A WRITE or READ executed on the target process itself
+  // (direct_execution.h), else on to StartPackets.
+  Step execute_direct();
+  Step start_packets();
+  bool direct_fits(const SendWqe& w) const;
+  // Direct execution did not happen: packets, and a later try.
+  Step direct_declined();
+  // Every WQE sent and not done is a WRITE or READ.
+  bool only_one_sided_outstanding() const;
   Step send_atomic();
   Step send_atomic_write();
   Step send_read_request();
@@ -115,6 +125,14 @@ class Requester {
   uint64_t started_end_ = 0;
   uint64_t drain_end_ = 0;  // in SQD: the WQEs before it may still be sent
   CongestionWindow window_{kMaxPacketsInFlight};
+  // Direct execution: while it works, a WRITE or READ posted behind packets
+  // in flight waits for them to be acknowledged and is then executed
+  // directly, so a stream of them does not stay on packets for good. While
+  // it does not, every `direct_probe_interval_`-th such WQE waits and tries
+  // again (the interval doubles up to a limit with each failure).
+  bool direct_working_ = true;
+  uint32_t direct_probe_in_ = 0;
+  uint32_t direct_probe_interval_ = 0;
 };
 
 }  // namespace softverbs

@@ -55,6 +55,26 @@ class Responder {
 
   uint32_t expected_psn() const { return epsn_; }
 
+  // Where the responder stands. An initiator that executes on this QP
+  // directly (direct_execution.h) moves it on in the QP's target entry,
+  // which the responder adopts before its next step (qp_target_entry.cc).
+  struct Position {
+    uint32_t expected_psn;
+    uint32_t msn;
+  };
+  Position position() const { return {epsn_, msn_}; }
+  void adopt(Position p) {
+    epsn_ = p.expected_psn;
+    msn_ = p.msn;
+  }
+  // A request has arrived (in RTR, COMM_EST was raised for it).
+  bool communication_established() const { return comm_established_; }
+  // No message is half taken and no gap is being answered: a whole request
+  // may be executed by someone else next.
+  bool idle() const {
+    return !recv_in_progress_ && !write_in_progress_ && !nak_sent_ && !uc_dropping_;
+  }
+
  private:
   enum class Step { kCheckPsn, kOutOfSequence, kDuplicate, kExecute, kExecuteSend,
                     kExecuteWrite, kExecuteRead, kExecuteAtomic, kExecuteAtomicWrite,

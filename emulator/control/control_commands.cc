@@ -45,7 +45,7 @@ void write_qp(std::ostringstream& out, QpImpl& qp) {
   std::snprintf(qpn, sizeof qpn, "0x%06x", qp.qpn);
   out << "  qp " << qpn << " " << to_string(qp.type) << " "
       << to_string(qp.attr.state) << ":";
-  write_counters(out, qp.counters);
+  write_counters(out, qp.current_counters());
   out << "    send_queue posted=" << qp.sq.tail - qp.sq.head
       << " unsent=" << qp.sq.tail - qp.sq.next << " next_psn=" << qp.requester.next_psn()
       << " unacked_psn=" << qp.completer.unacked_psn()
@@ -64,7 +64,7 @@ void write_device(std::ostringstream& out, Engine& engine, Hca& hca) {
   QpCounters total = impl.destroyed_qp_counters;
   for (QpImpl* qp : impl.qps) {
     std::lock_guard qp_lock(qp->mutex);
-    total += qp->counters;
+    total += qp->current_counters();
   }
   out << "device " << impl.description.name;
   for (uint8_t p = 1; p <= impl.description.port_count(); ++p)

@@ -112,6 +112,10 @@ class FaultInjector final : public Wire {
     inner_->left_multicast(device_index, gid, member_qpn);
   }
   void set_accepting_runs(bool accepting) override { inner_->set_accepting_runs(accepting); }
+  std::span<uint8_t> own_target_area() override { return inner_->own_target_area(); }
+  PeerTargetArea peer_target_area(const WireAddress& dst) override {
+    return inner_->peer_target_area(dst);
+  }
   // True while the plan has any rule: then every packet must be a frame of
   // its own, for the rules to see.
   bool has_rules() const {

@@ -3,11 +3,14 @@
 // exactly the packets they choose.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
+#include "emulator/wire/shm_mailbox_layout.h"
 #include "emulator/wire/wire.h"
 
 namespace softverbs {
@@ -37,6 +40,14 @@ class LoopbackWire final : public Wire {
   void allow_runs(bool allow) { runs_allowed_ = allow; }
   bool accepts_runs(const WireAddress&) override { return runs_allowed_ && accepting_runs_; }
   void set_accepting_runs(bool accepting) override { accepting_runs_ = accepting; }
+  // Every QP is in this process, so one target area serves them all; a
+  // test that wants direct execution says allow_direct().
+  void allow_direct(bool allow) { direct_allowed_ = allow; }
+  std::span<uint8_t> own_target_area() override { return target_area_->bytes; }
+  PeerTargetArea peer_target_area(const WireAddress&) override {
+    if (!direct_allowed_) return {};
+    return PeerTargetArea{target_area_, target_area_->bytes};
+  }
 
  private:
   Filter filter_;
@@ -47,6 +58,11 @@ class LoopbackWire final : public Wire {
   WireCounters counters_;
   bool runs_allowed_ = false;
   bool accepting_runs_ = false;
+  struct TargetArea {
+    alignas(64) std::array<uint8_t, kMailboxTargetAreaBytes> bytes{};
+  };
+  std::shared_ptr<TargetArea> target_area_ = std::make_shared<TargetArea>();
+  bool direct_allowed_ = false;
 };
 
 }  // namespace softverbs

@@ -158,6 +158,13 @@ class ShmMailbox {
   void count_violations_in(std::atomic<uint64_t>& counter) { violations_ = &counter; }
 
   uint32_t slot_count() const { return slot_count_; }
+  // The owner's target area (kMailboxTargetAreaBytes), for the engine to
+  // lay out; as untrusted as the rest of the segment.
+  std::span<uint8_t> target_area() const {
+    return std::span<uint8_t>(
+        static_cast<uint8_t*>(segment_.address()) + mailbox_target_area_offset(slot_count_),
+        kMailboxTargetAreaBytes);
+  }
   // The consumer's position: how many slots it has taken or skipped.
   uint64_t consumer_position() const { return dequeue_position_.load(std::memory_order_relaxed); }
   size_t segment_bytes() const { return mailbox_segment_bytes(slot_count_); }

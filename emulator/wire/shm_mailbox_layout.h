@@ -27,7 +27,12 @@ inline constexpr uint32_t kDefaultMailboxSlots = 512;
 inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
 // 4: slot count chosen per mailbox, memory reserved at creation, empty
 // (length 0) frames published by a producer that wrote nothing.
-inline constexpr uint32_t kMailboxVersion = 4;
+// 5: the target area after the slots.
+inline constexpr uint32_t kMailboxVersion = 5;
+
+// After the slots: the owner's target area (emulator/target_table_layout.h),
+// which peers map with the mailbox. The wire knows only its size.
+inline constexpr size_t kMailboxTargetAreaBytes = 80 * 1024;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -76,8 +81,12 @@ constexpr size_t mailbox_header_bytes() {
          alignof(MailboxSlot);
 }
 
-constexpr size_t mailbox_segment_bytes(uint32_t slot_count) {
+constexpr size_t mailbox_target_area_offset(uint32_t slot_count) {
   return mailbox_header_bytes() + sizeof(MailboxSlot) * static_cast<size_t>(slot_count);
+}
+
+constexpr size_t mailbox_segment_bytes(uint32_t slot_count) {
+  return mailbox_target_area_offset(slot_count) + kMailboxTargetAreaBytes;
 }
 
 }  // namespace softverbs

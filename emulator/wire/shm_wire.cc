@@ -34,7 +34,9 @@ void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) {
 // frames waiting for room in it.
 struct ShmWire::Peer {
   ProcessRef process;
-  std::unique_ptr<ShmMailbox> mailbox;  // null once the process is known dead
+  // Null once the process is known dead. Shared: a peer's target area is
+  // used outside the send lock.
+  std::shared_ptr<ShmMailbox> mailbox;
   std::deque<std::vector<uint8_t>> deferred;
   // When the held frames last moved: the first was held, or one went in.
   uint64_t held_progress_ns = 0;
@@ -337,6 +339,15 @@ bool ShmWire::accepts_runs(const WireAddress& dst) {
 }
 
 void ShmWire::set_accepting_runs(bool accepting) { inbox_->set_accepting_runs(accepting); }
+
+PeerTargetArea ShmWire::peer_target_area(const WireAddress& dst) {
+  ProcessRef owner;
+  if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return {};
+  std::lock_guard lock(send_mutex_);
+  Peer* peer = peer_for_locked(owner);
+  if (peer == nullptr) return {};
+  return PeerTargetArea{peer->mailbox, peer->mailbox->target_area()};
+}
 
 bool ShmWire::may_have_input() const { return has_deferred() || inbox_->has_frame(); }
 

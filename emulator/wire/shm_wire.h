@@ -79,6 +79,8 @@ class ShmWire final : public Wire {
   bool may_have_input() const override;
   bool accepts_runs(const WireAddress& dst) override;
   void set_accepting_runs(bool accepting) override;
+  std::span<uint8_t> own_target_area() override { return inbox_->target_area(); }
+  PeerTargetArea peer_target_area(const WireAddress& dst) override;
   WireCounters counters() const override;
 
   // Tests: how long a claimed slot of our mailbox may stay unpublished, and

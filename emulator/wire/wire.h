@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 
 #include "emulator/types.h"
@@ -49,6 +50,15 @@ struct WireCounters {
   uint64_t udp_dropped_bad_icrc = 0;
   // For an address no soft device owns, or a MAD to QP1 that no QP here takes.
   uint64_t udp_dropped_not_here = 0;
+};
+
+// A peer process's target area (emulator/target_table_layout.h): shared
+// memory in which it publishes what an initiator needs to execute a
+// one-sided operation on it directly. `keep` holds the mapping for as long
+// as the caller uses `bytes`.
+struct PeerTargetArea {
+  std::shared_ptr<const void> keep;
+  std::span<uint8_t> bytes;
 };
 
 // Writes one frame into `room` and returns its size; 0 means nothing is sent
@@ -110,6 +120,11 @@ class Wire {
   // process.
   virtual bool accepts_runs(const WireAddress& dst) { return false; }
   virtual void set_accepting_runs(bool accepting) {}
+
+  // The target area of this process, and that of the process serving
+  // `dst` (empty when the wire has none: no peer process on this host).
+  virtual std::span<uint8_t> own_target_area() { return {}; }
+  virtual PeerTargetArea peer_target_area(const WireAddress& dst) { return {}; }
 
   // A QP of this process joined (or left) multicast group `gid` of a
   // device whose addresses are on the interfaces `ifindexes`: a wire that

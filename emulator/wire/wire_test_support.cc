@@ -120,12 +120,12 @@ bool file_exists(const std::string& path) {
 bool RawMailbox::open(const std::string& name) {
   if (ShmSegment::open_existing(name, segment_) != 0) return false;
   struct stat st;
-  if (segment_.stat(st) != 0 || static_cast<size_t>(st.st_size) < mailbox_header_bytes()) {
-    return false;
-  }
-  if (segment_.map(static_cast<size_t>(st.st_size)) != 0) return false;
-  slot_count_ = static_cast<uint32_t>((static_cast<size_t>(st.st_size) - mailbox_header_bytes()) /
-                                      sizeof(MailboxSlot));
+  if (segment_.stat(st) != 0) return false;
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size < mailbox_header_bytes() + kMailboxTargetAreaBytes) return false;
+  if (segment_.map(size) != 0) return false;
+  slot_count_ = static_cast<uint32_t>(
+      (size - mailbox_header_bytes() - kMailboxTargetAreaBytes) / sizeof(MailboxSlot));
   return slot_count_ != 0;
 }
 

@@ -1,0 +1,123 @@
+#include "emulator/direct_execution.h"
+
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+
+#include "emulator/attributes.h"
+#include "emulator/packet/headers.h"
+#include "emulator/shared_lock_word.h"
+#include "emulator/target_table_layout.h"
+
+namespace softverbs {
+namespace {
+
+// An initiator never waits long for an entry: a held one sends the
+// operation as packets.
+constexpr uint32_t kLockSpins = 256;
+
+template <typename T>
+std::atomic_ref<T> ref(T& field) {
+  return std::atomic_ref<T>(field);
+}
+
+uint64_t own_pid_namespace() {
+  static const uint64_t ns = [] {
+    struct stat st;
+    return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  }();
+  return ns;
+}
+
+// The target's pid when its table is whole, takes operations, and lives in
+// this pid namespace; 0 otherwise.
+uint32_t target_pid(const TargetTableLayout& t) {
+  TargetTableHeader& h = const_cast<TargetTableHeader&>(t.header);
+  if (ref(h.magic).load(std::memory_order_acquire) != kTargetTableMagic) return 0;
+  if (ref(h.version).load(std::memory_order_relaxed) != kTargetTableVersion) return 0;
+  if (ref(h.accepting).load(std::memory_order_acquire) == 0) return 0;
+  const uint64_t ns = ref(h.pid_namespace).load(std::memory_order_relaxed);
+  if (ns == 0 || ns != own_pid_namespace()) return 0;
+  return ref(h.pid).load(std::memory_order_relaxed);
+}
+
+// Finds and locks the entry holding `key` (and satisfying `also`).
+template <typename Entry, size_t N, typename Also>
+Entry* lock_entry(Entry (&entries)[N], uint32_t key, Also&& also) {
+  const uint32_t start = target_probe_start(key, N);
+  for (uint32_t i = 0; i < kTargetProbeLength; ++i) {
+    Entry& e = entries[(start + i) % N];
+    if (ref(e.key).load(std::memory_order_relaxed) != key) continue;
+    if (!shared_lock_word::try_lock(e.lock, kLockSpins)) return nullptr;
+    if (ref(e.key).load(std::memory_order_relaxed) == key && also(e)) return &e;
+    shared_lock_word::unlock(e.lock);
+  }
+  return nullptr;
+}
+
+// Releases a locked entry on every way out.
+template <typename Entry>
+struct Unlocker {
+  Entry* e;
+  ~Unlocker() {
+    if (e) shared_lock_word::unlock(e->lock);
+  }
+};
+
+// The bytes: one call for the whole message. false when anything did not
+// move; `refused` when the kernel forbids it outright.
+bool move_bytes(uint32_t pid, const DirectOperation& op, uint64_t remote, bool& refused) {
+  std::array<iovec, kMaxSge> local;
+  size_t n = 0;
+  for (const RunPiece& p : op.local) {
+    if (n == local.size()) return false;
+    local[n++] = iovec{reinterpret_cast<void*>(p.addr), static_cast<size_t>(p.length)};
+  }
+  iovec far{reinterpret_cast<void*>(remote), static_cast<size_t>(op.length)};
+  const ssize_t moved =
+      op.read ? process_vm_readv(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0)
+              : process_vm_writev(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0);
+  refused = moved < 0 && (errno == EPERM || errno == ENOSYS);
+  return moved >= 0 && static_cast<uint64_t>(moved) == op.length;
+}
+
+}  // namespace
+
+DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op) {
+  if (area.size() < sizeof(TargetTableLayout)) return DirectResult::kNotHere;
+  auto& table = *reinterpret_cast<TargetTableLayout*>(area.data());
+  const uint32_t pid = target_pid(table);
+  if (pid == 0) return DirectResult::kNotHere;
+  const uint32_t access = op.read ? kAccessRemoteRead : kAccessRemoteWrite;
+
+  TargetQpEntry* qp =
+      lock_entry(table.qps, target_qp_key(op.device_index, op.qpn), [&](TargetQpEntry& e) {
+        return e.open == 1 && e.peer_key == op.initiator_key && e.expected_psn == op.psn &&
+               (e.access_flags & access) == access;
+      });
+  Unlocker<TargetQpEntry> qp_unlock{qp};
+  if (!qp) return DirectResult::kNotHere;
+  const uint64_t pd = qp->pd;
+
+  if (op.length != 0) {  // zero-length accesses name no memory (IBTA 9.4.4)
+    TargetMrEntry* mr = lock_entry(table.mrs, op.rkey, [&](TargetMrEntry& e) {
+      return e.device == op.device_index + 1 && e.pd == pd && (e.access & access) == access &&
+             op.va >= e.iova && op.length <= e.length && op.va - e.iova <= e.length - op.length;
+    });
+    Unlocker<TargetMrEntry> mr_unlock{mr};
+    if (!mr) return DirectResult::kNotHere;
+    bool refused = false;
+    if (!move_bytes(pid, op, mr->host_address + (op.va - mr->iova), refused))
+      return refused ? DirectResult::kRefused : DirectResult::kNotHere;
+  }
+  qp->expected_psn = packet::psn_add(op.psn, op.packets);
+  ++qp->msn;
+  ref(qp->executed).store(qp->executed + 1, std::memory_order_relaxed);  // read unlocked by stats
+  return DirectResult::kExecuted;
+}
+
+}  // namespace softverbs

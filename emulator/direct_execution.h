@@ -1,0 +1,44 @@
+// The initiator's side of an RDMA WRITE or READ executed directly on a
+// target process of the same host, as an HCA executes it without the
+// target's CPU: the initiator finds the target QP and the R_Key's MR in the
+// target's table (target_table_layout.h), makes the responder's checks
+// (the QP is open to it, the PSN is the one expected, the QP and the MR
+// grant the access, the PD matches, the range lies inside the MR), moves
+// the bytes with one process_vm_writev or process_vm_readv, and advances
+// the responder's PSN and MSN past the message, all under the entries'
+// locks. Anything that does not check out leaves the table as it was, and
+// the operation travels as packets instead, where the responder gives the
+// exact answer (NAK, error) a failure deserves.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "emulator/run_frame.h"
+
+namespace softverbs {
+
+struct DirectOperation {
+  bool read = false;         // READ: target -> local; else WRITE
+  uint32_t initiator_key = 0;  // target_qp_key() of the initiating QP
+  uint32_t device_index = 0;   // the target QP
+  uint32_t qpn = 0;
+  uint32_t psn = 0;          // the message's first PSN
+  uint32_t packets = 0;      // PSNs it takes
+  uint32_t rkey = 0;
+  uint64_t va = 0;
+  uint64_t length = 0;
+  // This process's memory the bytes come from (WRITE) or go to (READ).
+  std::span<const RunPiece> local;
+};
+
+enum class DirectResult {
+  kExecuted,
+  kNotHere,   // send it as packets
+  kRefused,   // the kernel refuses cross-memory attach here: send every one as packets
+};
+
+// `area` is the target's (Wire::peer_target_area).
+DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op);
+
+}  // namespace softverbs

@@ -1,0 +1,202 @@
+// WRITEs and READs executed on the target directly (direct_execution.h),
+// through the transport: what lands, what the responder makes of it
+// afterwards, and what still travels as packets.
+#include "emulator/transport_test_fixture.h"
+
+namespace softverbs {
+namespace {
+
+using packet::Opcode;
+
+class DirectTransport : public Transport {
+ protected:
+  void SetUp() override {
+    Transport::SetUp();
+    wire_->allow_direct(true);
+  }
+
+  SendRequest one_sided(WrOpcode opcode, uint64_t wr_id, Sge& local, Endpoint& target,
+                        uint64_t offset) {
+    SendRequest wr;
+    wr.wr_id = wr_id;
+    wr.opcode = opcode;
+    wr.flags = kWrSignaled;
+    wr.remote_addr = reinterpret_cast<uint64_t>(target.buffer.data()) + offset;
+    wr.rkey = target.mr->rkey();
+    wr.sges = {&local, 1};
+    return wr;
+  }
+  Sge sge(Endpoint& e, uint64_t offset, uint32_t length) {
+    return Sge{reinterpret_cast<uint64_t>(e.buffer.data()) + offset, length, e.mr->lkey()};
+  }
+};
+
+TEST_F(DirectTransport, WriteAndReadCompleteAtOnceWithNoPacketAndTheNextSendFollowsThem) {
+  Endpoint a = make_endpoint(64 * 1024), b = make_endpoint(64 * 1024);
+  connect(a, b, 100, 200, Mtu::k1024);
+  fill(a.buffer, 3);
+  fill(b.buffer, 9);
+  const std::vector<uint8_t> b_before = b.buffer;
+  // A WRITE of 10 KiB (ten packets' worth of PSNs), then a READ of 5 KiB.
+  Sge from = sge(a, 0, 10 * 1024);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 4096)), 0);
+  Sge into = sge(a, 32 * 1024, 5 * 1024);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaRead, 2, into, b, 40 * 1024)), 0);
+  // Done inside post_send: nothing was sent, and nothing is left to serve.
+  EXPECT_TRUE(sent_.empty());
+  EXPECT_EQ(wire_->queued(), 0u);
+  Completion c[2];
+  ASSERT_EQ(a.send_cq->poll(std::span<Completion>(c, 2)), 2u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRdmaWrite);
+  EXPECT_EQ(c[1].wr_id, 2u);
+  EXPECT_EQ(c[1].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[1].byte_len, 5u * 1024);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 10 * 1024, b.buffer.begin() + 4096));
+  EXPECT_TRUE(std::equal(b.buffer.begin() + 40 * 1024, b.buffer.begin() + 45 * 1024,
+                         a.buffer.begin() + 32 * 1024));
+  EXPECT_TRUE(std::equal(b_before.begin(), b_before.begin() + 4096, b.buffer.begin()));
+  EXPECT_EQ(a.qp->counters().direct_operations, 2u);
+  EXPECT_EQ(b.qp->counters().executed_by_initiators, 2u);
+
+  // A SEND goes as a packet with the PSN after the READ's five, and the
+  // responder, having taken up where the initiator left it, expects it.
+  Sge r = sge(b, 60 * 1024, 64);
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  Sge s = sge(a, 0, 64);
+  SendRequest send;
+  send.wr_id = 3;
+  send.opcode = WrOpcode::kSend;
+  send.flags = kWrSignaled;
+  send.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(send), 0);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].opcode, Opcode::kRcSendOnly);
+  EXPECT_EQ(sent_[0].psn, 100u + 10 + 5);
+  Completion got;
+  ASSERT_TRUE(poll_one(*b.recv_cq, got));
+  EXPECT_EQ(got.status, WcStatus::kSuccess);
+  ASSERT_TRUE(poll_one(*a.send_cq, got));
+  EXPECT_EQ(got.wr_id, 3u);
+  EXPECT_EQ(got.status, WcStatus::kSuccess);
+  EXPECT_EQ(b.qp->counters().sequence_naks_sent, 0u);
+}
+
+TEST_F(DirectTransport, WhatTheResponderWouldRefuseTravelsAsPacketsAndGetsItsNak) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  const std::vector<uint8_t> b_before = b.buffer;
+  Sge from = sge(a, 0, 64);
+  // Past the end of b's MR: the responder's answer is a remote access error.
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 4096 - 32)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  EXPECT_TRUE(b.buffer == b_before);
+}
+
+TEST_F(DirectTransport, AnMrDeregisteredOnTheTargetIsNoLongerReached) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  const uint32_t rkey = b.mr->rkey();
+  Sge from = sge(a, 0, 64);
+  SendRequest write = one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0);
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  b.mr.reset();
+  fill(b.buffer, 77);
+  const std::vector<uint8_t> b_before = b.buffer;
+  write.wr_id = 2;
+  write.rkey = rkey;
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 2u);
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  EXPECT_TRUE(b.buffer == b_before);
+}
+
+TEST_F(DirectTransport, ATargetQpOutOfRtsTakesNothingDirectly) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14, /*retry=*/1);
+  QpAttributes to_error;
+  to_error.state = QpState::kErr;
+  ASSERT_EQ(b.qp->modify(to_error, kQpAttrState), 0);
+  const std::vector<uint8_t> b_before = b.buffer;
+  fill(a.buffer, 5);
+  Sge from = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  run_until_idle();
+  EXPECT_TRUE(b.buffer == b_before);
+}
+
+TEST_F(DirectTransport, WritesBehindASendInFlightGoAsPacketsInOrder) {
+  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
+  connect(a, b, 0, 0);
+  Sge r = sge(b, 0, 64);
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  Sge s = sge(a, 0, 64);
+  SendRequest send;
+  send.wr_id = 1;
+  send.opcode = WrOpcode::kSend;
+  send.flags = kWrSignaled;
+  send.sges = {&s, 1};
+  ASSERT_EQ(a.qp->post_send(send), 0);
+  Sge from = sge(a, 4096, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 2, from, b, 4096)), 0);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 3, from, b, 4096 + 64)), 0);
+  // Sent at once behind the SEND, as an HCA would.
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 2u);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  // With nothing outstanding any more, the next one is executed directly.
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 4, from, b, 4096 + 128)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 2u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+}
+
+TEST_F(DirectTransport, AfterADeclineWritesTravelAndEveryFewWaitForTheOthersToTryAgain) {
+  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
+  connect(a, b, 0, 0);
+  // b's entry is held, as if by b's responder (by a process that does
+  // not exist): the first WRITE travels.
+  TargetQpEntry* entry = b.qp->impl().target_entry;
+  ASSERT_NE(entry, nullptr);
+  std::atomic_ref<uint32_t>(entry->lock).store(0x7ffffffe);
+  fill(a.buffer, 1);
+  Sge from = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
+  std::atomic_ref<uint32_t>(entry->lock).store(0);
+  // The next eight travel behind it; the ninth waits for all of them to
+  // be acknowledged and is then executed directly.
+  for (uint64_t id = 2; id <= 10; ++id)
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 9u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  run_until_idle();
+  for (uint64_t id = 1; id <= 10; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 9u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 64, b.buffer.begin() + 640));
+}
+
+}  // namespace
+}  // namespace softverbs

@@ -1,0 +1,109 @@
+#include "emulator/target_table.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <new>
+
+#include "emulator/shared_lock_word.h"
+
+namespace softverbs {
+namespace {
+
+uint64_t own_pid_namespace() {
+  struct stat st;
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+template <typename T>
+std::atomic_ref<T> ref(T& field) {
+  return std::atomic_ref<T>(field);
+}
+
+// A free entry for `key` among those it may be found in, or nullptr.
+template <typename Entry, size_t N>
+Entry* claim_entry(Entry (&entries)[N], uint32_t key) {
+  const uint32_t start = target_probe_start(key, N);
+  for (uint32_t i = 0; i < kTargetProbeLength; ++i) {
+    Entry& e = entries[(start + i) % N];
+    if (ref(e.key).load(std::memory_order_relaxed) == 0) return &e;
+  }
+  return nullptr;
+}
+
+uint64_t mr_map_key(uint32_t device_index, uint32_t rkey) {
+  return (uint64_t{device_index} << 32) | rkey;
+}
+
+}  // namespace
+
+TargetTable::TargetTable(std::span<uint8_t> area) {
+  if (area.size() < sizeof(TargetTableLayout)) return;
+  // Fresh shared memory is zeros, which every entry starts as.
+  table_ = new (area.data()) TargetTableLayout;
+  TargetTableHeader& h = table_->header;
+  h.version = kTargetTableVersion;
+  h.pid = static_cast<uint32_t>(getpid());
+  h.pid_namespace = own_pid_namespace();
+  ref(h.magic).store(kTargetTableMagic, std::memory_order_release);
+}
+
+void TargetTable::set_accepting(bool accepting) {
+  if (table_) ref(table_->header.accepting).store(accepting ? 1 : 0, std::memory_order_release);
+}
+
+TargetQpEntry* TargetTable::add_qp(uint32_t device_index, uint32_t qpn) {
+  if (!table_) return nullptr;
+  const uint32_t key = target_qp_key(device_index, qpn);
+  std::lock_guard claims(claims_mutex_);
+  TargetQpEntry* e = claim_entry(table_->qps, key);
+  if (!e) return nullptr;
+  shared_lock_word::Guard lock(e->lock);
+  e->open = 0;
+  e->executed = 0;
+  ref(e->key).store(key, std::memory_order_release);
+  return e;
+}
+
+void TargetTable::remove_qp(TargetQpEntry* e) {
+  if (!e) return;
+  std::lock_guard claims(claims_mutex_);
+  shared_lock_word::Guard lock(e->lock);
+  e->open = 0;
+  ref(e->key).store(0, std::memory_order_release);
+}
+
+void TargetTable::publish_mr(const TargetMemory& mr) {
+  if (!table_ || mr.rkey == 0) return;
+  std::lock_guard claims(claims_mutex_);
+  TargetMrEntry* e = claim_entry(table_->mrs, mr.rkey);
+  if (!e) return;
+  {
+    shared_lock_word::Guard lock(e->lock);
+    e->device = mr.device_index + 1;
+    e->access = mr.access;
+    e->pd = mr.pd;
+    e->iova = mr.iova;
+    e->length = mr.length;
+    e->host_address = mr.host_address;
+    ref(e->key).store(mr.rkey, std::memory_order_release);
+  }
+  mrs_[mr_map_key(mr.device_index, mr.rkey)] = e;
+}
+
+void TargetTable::withdraw_mr(uint32_t device_index, uint32_t rkey) {
+  if (!table_) return;
+  std::lock_guard claims(claims_mutex_);
+  auto it = mrs_.find(mr_map_key(device_index, rkey));
+  if (it == mrs_.end()) return;
+  TargetMrEntry* e = it->second;
+  mrs_.erase(it);
+  // Waits for an initiator's copy through it to end.
+  shared_lock_word::Guard lock(e->lock);
+  ref(e->key).store(0, std::memory_order_release);
+  e->device = 0;
+  e->length = 0;
+}
+
+}  // namespace softverbs

@@ -1,0 +1,89 @@
+// The target table: what a process publishes in its target area (the end of
+// its mailbox segment, which every peer on the host maps) so that an
+// initiator can execute an RDMA WRITE or READ on it without it, as an HCA
+// does: the RC QPs that may take such an operation now, each with its
+// responder's position (expected PSN, MSN) and rights, and the MRs that
+// R_Keys name. direct_execution.h is the initiator's side, target_table.h
+// the owner's.
+//
+// Every entry has a lock word (shared_lock_word.h): the owner takes it to
+// change the entry, an initiator to use it, so an operation sees the entry
+// before or after a change, and a deregistration waits for an operation in
+// progress. Keys and fields are plain integers read through std::atomic_ref
+// or under the lock; any process of the user can write here, so an
+// initiator checks everything it reads and never waits on it for long.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "emulator/wire/shm_mailbox_layout.h"
+
+namespace softverbs {
+
+inline constexpr uint64_t kTargetTableMagic = 0x746774742d767373ull;  // "ssv-ttgt"
+inline constexpr uint32_t kTargetTableVersion = 1;
+
+struct TargetTableHeader {
+  uint64_t magic;               // written last, read with acquire
+  uint32_t version;
+  uint32_t pid;                 // the owner, as its pid namespace names it
+  uint64_t pid_namespace;       // inode of the owner's /proc/self/ns/pid
+  uint32_t accepting;           // 0 while every packet must travel (faults, capture)
+  uint32_t reserved;
+};
+
+// An RC QP of the owner. key: 0 empty, else target_qp_key(device, qpn).
+struct TargetQpEntry {
+  uint32_t lock;
+  uint32_t key;
+  // Under the lock:
+  uint32_t open;                // 1: an initiator may execute on it now
+  uint32_t expected_psn;
+  uint32_t msn;
+  uint32_t access_flags;        // the QP's remote access bits
+  uint32_t peer_key;            // target_qp_key() of the connected peer QP
+  uint32_t reserved;
+  uint64_t pd;                  // names the QP's PD within the owner
+  uint64_t executed;            // operations initiators executed on it
+};
+
+// An MR with an R_Key. key: 0 empty, else the R_Key; device 1-based.
+struct TargetMrEntry {
+  uint32_t lock;
+  uint32_t key;
+  // Under the lock:
+  uint32_t device;
+  uint32_t access;
+  uint64_t pd;
+  uint64_t iova;
+  uint64_t length;
+  uint64_t host_address;        // of iova, in the owner's address space
+};
+
+inline constexpr uint32_t kTargetQpEntries = 512;
+inline constexpr uint32_t kTargetMrEntries = 1024;
+// A key is looked for in this many entries from where it hashes to.
+inline constexpr uint32_t kTargetProbeLength = 16;
+
+struct TargetTableLayout {
+  alignas(64) TargetTableHeader header;
+  TargetQpEntry qps[kTargetQpEntries];
+  TargetMrEntry mrs[kTargetMrEntries];
+};
+static_assert(sizeof(TargetQpEntry) == 48 && sizeof(TargetMrEntry) == 48);
+static_assert(sizeof(TargetTableLayout) <= kMailboxTargetAreaBytes);
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+
+// QPNs are 24 bits and devices fewer than 255: never 0.
+constexpr uint32_t target_qp_key(uint32_t device_index, uint32_t qpn) {
+  return ((device_index + 1) << 24) | (qpn & 0xffffff);
+}
+
+constexpr uint32_t target_probe_start(uint32_t key, uint32_t entries) {
+  return (key * 2654435761u) % entries;
+}
+
+}  // namespace softverbs
