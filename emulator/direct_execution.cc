@@ -1,6 +1,5 @@
 #include "emulator/direct_execution.h"
 
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -20,29 +19,16 @@ namespace {
 // operation as packets.
 constexpr uint32_t kLockSpins = 256;
 
-template <typename T>
-std::atomic_ref<T> ref(T& field) {
-  return std::atomic_ref<T>(field);
-}
-
-uint64_t own_pid_namespace() {
-  static const uint64_t ns = [] {
-    struct stat st;
-    return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-  }();
-  return ns;
-}
-
 // The target's pid when its table is whole, takes operations, and lives in
 // this pid namespace; 0 otherwise.
-uint32_t target_pid(const TargetTableLayout& t) {
-  TargetTableHeader& h = const_cast<TargetTableHeader&>(t.header);
-  if (ref(h.magic).load(std::memory_order_acquire) != kTargetTableMagic) return 0;
-  if (ref(h.version).load(std::memory_order_relaxed) != kTargetTableVersion) return 0;
-  if (ref(h.accepting).load(std::memory_order_acquire) == 0) return 0;
-  const uint64_t ns = ref(h.pid_namespace).load(std::memory_order_relaxed);
+uint32_t target_pid(TargetTableLayout& t) {
+  TargetTableHeader& h = t.header;
+  if (shared_field(h.magic).load(std::memory_order_acquire) != kTargetTableMagic) return 0;
+  if (shared_field(h.version).load(std::memory_order_relaxed) != kTargetTableVersion) return 0;
+  if (shared_field(h.accepting).load(std::memory_order_acquire) == 0) return 0;
+  const uint64_t ns = shared_field(h.pid_namespace).load(std::memory_order_relaxed);
   if (ns == 0 || ns != own_pid_namespace()) return 0;
-  return ref(h.pid).load(std::memory_order_relaxed);
+  return shared_field(h.pid).load(std::memory_order_relaxed);
 }
 
 // Finds and locks the entry holding `key` (and satisfying `also`).
@@ -51,9 +37,9 @@ Entry* lock_entry(Entry (&entries)[N], uint32_t key, Also&& also) {
   const uint32_t start = target_probe_start(key, N);
   for (uint32_t i = 0; i < kTargetProbeLength; ++i) {
     Entry& e = entries[(start + i) % N];
-    if (ref(e.key).load(std::memory_order_relaxed) != key) continue;
+    if (shared_field(e.key).load(std::memory_order_relaxed) != key) continue;
     if (!shared_lock_word::try_lock(e.lock, kLockSpins)) return nullptr;
-    if (ref(e.key).load(std::memory_order_relaxed) == key && also(e)) return &e;
+    if (shared_field(e.key).load(std::memory_order_relaxed) == key && also(e)) return &e;
     shared_lock_word::unlock(e.lock);
   }
   return nullptr;
@@ -116,7 +102,8 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
   }
   qp->expected_psn = packet::psn_add(op.psn, op.packets);
   ++qp->msn;
-  ref(qp->executed).store(qp->executed + 1, std::memory_order_relaxed);  // read unlocked by stats
+  // Read without the lock by the owner's stats.
+  shared_field(qp->executed).store(qp->executed + 1, std::memory_order_relaxed);
   return DirectResult::kExecuted;
 }
 

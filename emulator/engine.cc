@@ -199,6 +199,9 @@ Engine::Engine(Config config)
 }
 
 Engine::~Engine() {
+  // Initiators stop executing here (a process that is killed cannot say
+  // so: theirs then fail at the kernel and go as packets).
+  target_table_->set_accepting(false);
   // Users with threads of their own on this engine stop them first.
   for (auto it = teardown_hooks_.rbegin(); it != teardown_hooks_.rend(); ++it) (*it)();
   control_server_.reset();

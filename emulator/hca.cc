@@ -4,8 +4,8 @@
 
 #include "emulator/hca_impl.h"
 #include "emulator/qp_impl.h"
-#include "emulator/target_table.h"
 #include "emulator/srq_impl.h"
+#include "emulator/target_table.h"
 
 namespace softverbs {
 namespace {

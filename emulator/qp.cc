@@ -4,9 +4,9 @@
 #include <cerrno>
 
 #include "emulator/qp_impl.h"
-#include "emulator/target_table.h"
 #include "emulator/qp_state.h"
 #include "emulator/srq_impl.h"
+#include "emulator/target_table.h"
 #include "emulator/wire/wire.h"
 
 namespace softverbs {

@@ -1,6 +1,4 @@
 // A QP's entry in the target table: kept in step with its responder.
-#include <atomic>
-
 #include "emulator/qp_impl.h"
 #include "emulator/shared_lock_word.h"
 
@@ -42,7 +40,7 @@ QpCounters QpImpl::current_counters() const {
   QpCounters c = counters;
   if (target_entry)
     c.executed_by_initiators +=
-        std::atomic_ref<uint64_t>(target_entry->executed).load(std::memory_order_relaxed) -
+        shared_field(target_entry->executed).load(std::memory_order_relaxed) -
         target_executed_seen;
   return c;
 }

@@ -9,17 +9,16 @@
 #include "emulator/shared_lock_word.h"
 
 namespace softverbs {
-namespace {
 
 uint64_t own_pid_namespace() {
-  struct stat st;
-  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  static const uint64_t ns = [] {
+    struct stat st;
+    return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  }();
+  return ns;
 }
 
-template <typename T>
-std::atomic_ref<T> ref(T& field) {
-  return std::atomic_ref<T>(field);
-}
+namespace {
 
 // A free entry for `key` among those it may be found in, or nullptr.
 template <typename Entry, size_t N>
@@ -27,7 +26,7 @@ Entry* claim_entry(Entry (&entries)[N], uint32_t key) {
   const uint32_t start = target_probe_start(key, N);
   for (uint32_t i = 0; i < kTargetProbeLength; ++i) {
     Entry& e = entries[(start + i) % N];
-    if (ref(e.key).load(std::memory_order_relaxed) == 0) return &e;
+    if (shared_field(e.key).load(std::memory_order_relaxed) == 0) return &e;
   }
   return nullptr;
 }
@@ -46,11 +45,12 @@ TargetTable::TargetTable(std::span<uint8_t> area) {
   h.version = kTargetTableVersion;
   h.pid = static_cast<uint32_t>(getpid());
   h.pid_namespace = own_pid_namespace();
-  ref(h.magic).store(kTargetTableMagic, std::memory_order_release);
+  shared_field(h.magic).store(kTargetTableMagic, std::memory_order_release);
 }
 
 void TargetTable::set_accepting(bool accepting) {
-  if (table_) ref(table_->header.accepting).store(accepting ? 1 : 0, std::memory_order_release);
+  if (!table_) return;
+  shared_field(table_->header.accepting).store(accepting ? 1 : 0, std::memory_order_release);
 }
 
 TargetQpEntry* TargetTable::add_qp(uint32_t device_index, uint32_t qpn) {
@@ -62,7 +62,7 @@ TargetQpEntry* TargetTable::add_qp(uint32_t device_index, uint32_t qpn) {
   shared_lock_word::Guard lock(e->lock);
   e->open = 0;
   e->executed = 0;
-  ref(e->key).store(key, std::memory_order_release);
+  shared_field(e->key).store(key, std::memory_order_release);
   return e;
 }
 
@@ -71,7 +71,7 @@ void TargetTable::remove_qp(TargetQpEntry* e) {
   std::lock_guard claims(claims_mutex_);
   shared_lock_word::Guard lock(e->lock);
   e->open = 0;
-  ref(e->key).store(0, std::memory_order_release);
+  shared_field(e->key).store(0, std::memory_order_release);
 }
 
 void TargetTable::publish_mr(const TargetMemory& mr) {
@@ -87,7 +87,7 @@ void TargetTable::publish_mr(const TargetMemory& mr) {
     e->iova = mr.iova;
     e->length = mr.length;
     e->host_address = mr.host_address;
-    ref(e->key).store(mr.rkey, std::memory_order_release);
+    shared_field(e->key).store(mr.rkey, std::memory_order_release);
   }
   mrs_[mr_map_key(mr.device_index, mr.rkey)] = e;
 }
@@ -101,7 +101,7 @@ void TargetTable::withdraw_mr(uint32_t device_index, uint32_t rkey) {
   mrs_.erase(it);
   // Waits for an initiator's copy through it to end.
   shared_lock_word::Guard lock(e->lock);
-  ref(e->key).store(0, std::memory_order_release);
+  shared_field(e->key).store(0, std::memory_order_release);
   e->device = 0;
   e->length = 0;
 }

@@ -86,4 +86,14 @@ constexpr uint32_t target_probe_start(uint32_t key, uint32_t entries) {
   return (key * 2654435761u) % entries;
 }
 
+// A field of the table read or written outside its entry's lock.
+template <typename T>
+std::atomic_ref<T> shared_field(T& field) {
+  return std::atomic_ref<T>(field);
+}
+
+// What a table's header names as its owner's pid namespace, for this
+// process (the inode of /proc/self/ns/pid; 0 when unknown).
+uint64_t own_pid_namespace();
+
 }  // namespace softverbs

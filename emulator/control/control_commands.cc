@@ -41,6 +41,7 @@ void write_fault_counts(std::ostringstream& out, const char* label, const fault:
 // transfer waits for.
 void write_qp(std::ostringstream& out, QpImpl& qp) {
   std::lock_guard lock(qp.mutex);
+  TargetEntryScope entry(qp);  // takes up what initiators executed directly
   char qpn[16];
   std::snprintf(qpn, sizeof qpn, "0x%06x", qp.qpn);
   out << "  qp " << qpn << " " << to_string(qp.type) << " "
