@@ -1,0 +1,106 @@
+// RDMA WRITEs and READs to a peer process that never calls into verbs while
+// they run (it only answers this test's requests): on an HCA they complete
+// without the peer's CPU, and the peer's responder is where they left it,
+// so a SEND that follows arrives in sequence. softverbs executes them from
+// the initiator between processes of one host (no packet); its counters
+// say so, and with a fault plan in force they travel as packets instead.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conformance/peer_pair.h"
+#include "harness/testsupport/test_config.h"
+
+namespace softverbs::conformance {
+namespace {
+
+constexpr uint32_t kLength = 64 * 1024;
+
+SendSpec one_sided(ibv_wr_opcode opcode, uint64_t wr_id, uint64_t local_offset,
+                   uint64_t remote_offset) {
+  SendSpec spec;
+  spec.wr_id = wr_id;
+  spec.opcode = opcode;
+  spec.local_offset = local_offset;
+  spec.remote_offset = remote_offset;
+  spec.length = kLength;
+  return spec;
+}
+
+std::optional<uint64_t> local_qp_counter(uint32_t qpn, const char* name) {
+  std::string stats;
+  if (soft_control("stats", stats) != 0) return std::nullopt;
+  return qp_counter(stats, qpn, name);
+}
+
+TEST(OneSidedPeer, WritesAndReadsCompleteWhileThePeerIdlesAndItsNextSendIsInSequence) {
+  with_connected_pair(symmetric_options(), [&](Endpoint& local, RemoteEndpoint& remote,
+                                               const EndpointInfo& info) {
+    local.fill(0, kLength, 41);
+    ASSERT_EQ(0, remote.fill(4 * kLength, kLength, 43)) << remote.why();
+    // Eight rounds of a WRITE there and a READ back from elsewhere.
+    std::vector<ibv_wc> done;
+    for (uint64_t round = 0; round < 8; ++round) {
+      ASSERT_EQ(0, local.post_send(one_sided(IBV_WR_RDMA_WRITE, 2 * round, 0, kLength)));
+      ASSERT_EQ(0, local.post_send(
+                       one_sided(IBV_WR_RDMA_READ, 2 * round + 1, 2 * kLength, 4 * kLength)));
+      ASSERT_EQ(0, local.poll(Queue::kSend, 2, done));
+      expect_completion(done[2 * round], 2 * round, IBV_WC_SUCCESS, "the WRITE");
+      expect_completion(done[2 * round + 1], 2 * round + 1, IBV_WC_SUCCESS, "the READ");
+    }
+    std::optional<ByteMismatch> mismatch;
+    ASSERT_EQ(0, remote.check(kLength, kLength, 41, mismatch)) << remote.why();
+    EXPECT_FALSE(mismatch) << "the WRITE's bytes at the peer";
+    EXPECT_FALSE(local.check(2 * kLength, kLength, 43)) << "the READ's bytes here";
+
+    // A SEND after them: the peer's responder expects its PSN.
+    ASSERT_EQ(0, remote.post_recv(RecvSpec{7, 6 * kLength, 64})) << remote.why();
+    SendSpec send;
+    send.wr_id = 100;
+    send.length = 64;
+    ASSERT_EQ(0, local.post_send(send));
+    std::vector<ibv_wc> received;
+    ASSERT_EQ(0, remote.poll(Queue::kRecv, 1, received)) << remote.why();
+    expect_completion(received[0], 7, IBV_WC_SUCCESS, "the SEND at the peer");
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+    expect_completion(done.back(), 100, IBV_WC_SUCCESS, "the SEND");
+
+    if (!soft_control_available()) return;
+    const uint32_t qpn = local.qp()->qp_num;
+    EXPECT_EQ(16u, local_qp_counter(qpn, "direct_operations").value_or(0));
+    std::string remote_stats;
+    ASSERT_EQ(0, remote.control("stats", remote_stats)) << remote.why();
+    EXPECT_EQ(16u, qp_counter(remote_stats, info.qp.qpn, "executed_by_initiators").value_or(0))
+        << remote_stats;
+    EXPECT_EQ(0u, qp_counter(remote_stats, info.qp.qpn, "sequence_naks_sent").value_or(1))
+        << remote_stats;
+  });
+}
+
+// Under a fault plan every packet must exist for the rules to act on: the
+// same WRITE travels, and is counted, as packets.
+TEST(OneSidedPeer, UnderAFaultPlanAWriteTravelsAsPackets) {
+  if (!soft_control_available()) GTEST_SKIP() << kNoSoftControl;
+  SoftControlReset reset(test_config().device_name);
+  with_connected_pair(symmetric_options(), [&](Endpoint& local, RemoteEndpoint& remote,
+                                               const EndpointInfo&) {
+    // A rule that never fires still needs every packet.
+    ASSERT_EQ(0, soft_control("fault set drop:op=SEND_ONLY,nth=1000000"));
+    local.fill(0, kLength, 5);
+    ASSERT_EQ(0, local.post_send(one_sided(IBV_WR_RDMA_WRITE, 1, 0, 0)));
+    std::vector<ibv_wc> done;
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+    expect_completion(done[0], 1, IBV_WC_SUCCESS, "the WRITE");
+    std::optional<ByteMismatch> mismatch;
+    ASSERT_EQ(0, remote.check(0, kLength, 5, mismatch)) << remote.why();
+    EXPECT_FALSE(mismatch);
+    const uint32_t qpn = local.qp()->qp_num;
+    EXPECT_EQ(0u, local_qp_counter(qpn, "direct_operations").value_or(1));
+    EXPECT_GE(local_qp_counter(qpn, "packets_sent").value_or(0), 1u);
+  });
+}
+
+}  // namespace
+}  // namespace softverbs::conformance
