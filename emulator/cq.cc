@@ -49,6 +49,7 @@ void Cq::Impl::push(const Completion& completion, bool solicited) {
 
 int Cq::poll(std::span<Completion> out) {
   Impl& cq = *impl_;
+  cq.polls.store(cq.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (cq.ready() < out.size()) cq.engine->progress_for_application();
   if (cq.ready() == 0 && !cq.overflowed.load(std::memory_order_relaxed)) return 0;
   std::lock_guard lock(cq.mutex);

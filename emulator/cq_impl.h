@@ -33,6 +33,10 @@ struct Cq::Impl {
   // that polls after each event cannot tell from count = 1.
   uint16_t moderation_count = 0;
   uint16_t moderation_period_us = 0;
+  // Calls of poll(), counted loosely (racing pollers may lose one): a
+  // requester tells from it whether the application looks at completions
+  // between its posts (requester.cc).
+  alignas(64) std::atomic<uint64_t> polls{0};
 
   // Completions ready, read without the lock (may be stale by the time the
   // caller acts on it).

@@ -167,24 +167,30 @@ TEST_F(DirectTransport, WritesBehindASendInFlightGoAsPacketsInOrder) {
   EXPECT_EQ(a.qp->counters().direct_operations, 1u);
 }
 
-TEST_F(DirectTransport, AfterADeclineWritesTravelAndEveryFewWaitForTheOthersToTryAgain) {
-  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
-  connect(a, b, 0, 0);
-  // b's entry is held, as if by b's responder (by a process that does
-  // not exist): the first WRITE travels.
+// Holds b's target entry as if b's responder were in it (for a process that
+// does not exist), so that the next operation on it travels.
+void hold_entry(Endpoint& b) {
   TargetQpEntry* entry = b.qp->impl().target_entry;
   ASSERT_NE(entry, nullptr);
   std::atomic_ref<uint32_t>(entry->lock).store(0x7ffffffe);
+}
+void release_entry(Endpoint& b) { std::atomic_ref<uint32_t>(b.qp->impl().target_entry->lock).store(0); }
+
+TEST_F(DirectTransport, AfterADeclineLongWritesTravelAndEveryFewWaitForTheOthersToTryAgain) {
+  constexpr uint32_t kBytes = 16 * 1024;  // four packets at 4 KiB
+  Endpoint a = make_endpoint(kBytes), b = make_endpoint(11 * kBytes);
+  connect(a, b, 0, 0, Mtu::k4096);
+  hold_entry(b);
   fill(a.buffer, 1);
-  Sge from = sge(a, 0, 64);
+  Sge from = sge(a, 0, kBytes);
   ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0)), 0);
-  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
-  std::atomic_ref<uint32_t>(entry->lock).store(0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteFirst), 1u);
+  release_entry(b);
   // The next eight travel behind it; the ninth waits for all of them to
   // be acknowledged and is then executed directly.
   for (uint64_t id = 2; id <= 10; ++id)
-    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
-  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 9u);
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, kBytes * id)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteFirst), 9u);
   EXPECT_EQ(a.qp->counters().direct_operations, 0u);
   run_until_idle();
   for (uint64_t id = 1; id <= 10; ++id) {
@@ -193,9 +199,52 @@ TEST_F(DirectTransport, AfterADeclineWritesTravelAndEveryFewWaitForTheOthersToTr
     EXPECT_EQ(c.wr_id, id);
     EXPECT_EQ(c.status, WcStatus::kSuccess);
   }
-  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 9u);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteFirst), 9u);
   EXPECT_EQ(a.qp->counters().direct_operations, 1u);
-  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 64, b.buffer.begin() + 640));
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.end(), b.buffer.begin() + 10 * kBytes));
+}
+
+TEST_F(DirectTransport, ShortWritesBehindPacketsInFlightTravelAtOnce) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  hold_entry(b);
+  Sge from = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0)), 0);
+  release_entry(b);
+  for (uint64_t id = 2; id <= 12; ++id)
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
+  // Not one waited: packets cost a target that serves them less than a
+  // cross-memory copy costs this side.
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 12u);
+  run_until_idle();
+  for (uint64_t id = 1; id <= 12; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+  }
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+}
+
+TEST_F(DirectTransport, ShortWritesPostedAheadWithoutPollingBecomePacketsAfterSixteen) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  Sge from = sge(a, 0, 64);
+  for (uint64_t id = 1; id <= 20; ++id)
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
+  // A stream: the target serves packets while this side posts the next.
+  EXPECT_EQ(a.qp->counters().direct_operations, 16u);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 4u);
+  run_until_idle();
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  // Polled, and nothing outstanding: the next one is executed directly.
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 21, from, b, 0)), 0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 17u);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 4u);
 }
 
 }  // namespace

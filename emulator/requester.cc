@@ -46,6 +46,20 @@ Opcode rc_write_opcode(const SendWqe& w, bool first, bool last) {
 // whose copy the target makes.
 constexpr uint64_t kDirectMaxBytes = 4u << 20;
 
+// Below this size, packets cost a target that is serving packets anyway
+// less than a cross-memory copy costs the initiator: a WRITE or READ that
+// small is executed directly only on a target that would have to be woken
+// (its progress thread asleep, no application thread polling), and never
+// waits for packets in flight to do so. From this size on (that of runs)
+// the one copy always wins.
+constexpr uint64_t kDirectAlwaysBytes = 16 * 1024;
+// More WRs than this started since the application last polled the send
+// CQ make a stream (a bandwidth loop posting ahead): its short WRITEs and
+// READs go as packets, which the target serves while this side posts the
+// next, instead of each costing this side a cross-memory copy. A program
+// that waits for each (a latency loop) polls in between.
+constexpr uint32_t kStreamStarts = 16;
+
 // How many WRITEs and READs go as packets before direct execution is tried
 // again after it failed, at first and at most.
 constexpr uint32_t kDirectProbeFirst = 8;
@@ -139,9 +153,11 @@ Requester::Step Requester::start_wqe() {
   SendWqe& w = *wqe_;
   if (w.is_local()) return Step::kLocalOperation;
   if (!direct_fits(w)) return Step::kStartPackets;
+  if (w.length < kDirectAlwaysBytes && streaming()) return Step::kStartPackets;
   const bool outstanding = npsn_ != psn_high_ || packets_in_flight() != 0 ||
                            rd_atomic_outstanding_ != 0;
   if (!outstanding) return Step::kExecuteDirect;
+  if (w.length < kDirectAlwaysBytes) return Step::kStartPackets;
   // Behind a SEND or an atomic it goes as packets, as an HCA would send it
   // at once (a WQE held here has not begun, which SQD would see).
   if ((direct_working_ || direct_probe_in_ == 0) && only_one_sided_outstanding() &&
@@ -149,6 +165,15 @@ Requester::Step Requester::start_wqe() {
     return Step::kStop;  // the acknowledgement runs us again
   if (direct_probe_in_ != 0) --direct_probe_in_;
   return Step::kStartPackets;
+}
+
+bool Requester::streaming() {
+  const uint64_t polls = qp_.send_cq->impl().polls.load(std::memory_order_relaxed);
+  if (polls != polls_seen_) {
+    polls_seen_ = polls;
+    starts_since_poll_ = 0;
+  }
+  return ++starts_since_poll_ > kStreamStarts;
 }
 
 bool Requester::only_one_sided_outstanding() const {
@@ -208,6 +233,7 @@ Requester::Step Requester::execute_direct() {
   SendWqe& w = *wqe_;
   const PeerTargetArea target = qp_.engine->direct_target(qp_.destination());
   if (target.bytes.empty()) return direct_declined();
+  if (w.length < kDirectAlwaysBytes && target.attentive) return Step::kStartPackets;
   const uint64_t index = qp_.sq.next;
   RunFrame local;  // its pieces: where the bytes are in this process
   if (w.inline_len) {

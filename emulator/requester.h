@@ -83,6 +83,9 @@ class Requester {
   Step direct_declined();
   // Every WQE sent and not done is a WRITE or READ.
   bool only_one_sided_outstanding() const;
+  // Counts a WQE started: true when the application posts ahead without
+  // polling the send CQ in between (requester.cc, kStreamStarts).
+  bool streaming();
   Step send_atomic();
   Step send_atomic_write();
   Step send_read_request();
@@ -133,6 +136,8 @@ class Requester {
   bool direct_working_ = true;
   uint32_t direct_probe_in_ = 0;
   uint32_t direct_probe_interval_ = 0;
+  uint64_t polls_seen_ = 0;         // the send CQ's poll count at the last look
+  uint32_t starts_since_poll_ = 0;  // short one-sided WQEs started since it changed
 };
 
 }  // namespace softverbs

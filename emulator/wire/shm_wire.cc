@@ -346,7 +346,9 @@ PeerTargetArea ShmWire::peer_target_area(const WireAddress& dst) {
   std::lock_guard lock(send_mutex_);
   Peer* peer = peer_for_locked(owner);
   if (peer == nullptr) return {};
-  return PeerTargetArea{peer->mailbox, peer->mailbox->target_area()};
+  const ShmMailbox& mailbox = *peer->mailbox;
+  return PeerTargetArea{peer->mailbox, mailbox.target_area(),
+                        !mailbox.consumer_asleep() || mailbox.polling()};
 }
 
 bool ShmWire::may_have_input() const { return has_deferred() || inbox_->has_frame(); }

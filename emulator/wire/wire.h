@@ -59,6 +59,9 @@ struct WireCounters {
 struct PeerTargetArea {
   std::shared_ptr<const void> keep;
   std::span<uint8_t> bytes;
+  // The peer serves packets now without being woken: its progress thread
+  // is awake or an application thread of it polls.
+  bool attentive = false;
 };
 
 // Writes one frame into `room` and returns its size; 0 means nothing is sent
