@@ -79,11 +79,12 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
   const uint32_t pid = target_pid(table);
   if (pid == 0) return DirectResult::kNotHere;
   const uint32_t access = op.read ? kAccessRemoteRead : kAccessRemoteWrite;
+  const uint64_t seed = shared_field(table.header.seed).load(std::memory_order_relaxed);
 
   TargetQpEntry* qp =
       lock_entry(table.qps, target_qp_key(op.device_index, op.qpn), [&](TargetQpEntry& e) {
-        return e.open == 1 && e.peer_key == op.initiator_key && e.expected_psn == op.psn &&
-               (e.access_flags & access) == access;
+        return sealed(e, seed) && e.open == 1 && e.peer_key == op.initiator_key &&
+               e.expected_psn == op.psn && (e.access_flags & access) == access;
       });
   Unlocker<TargetQpEntry> qp_unlock{qp};
   if (!qp) return DirectResult::kNotHere;
@@ -91,7 +92,8 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
 
   if (op.length != 0) {  // zero-length accesses name no memory (IBTA 9.4.4)
     TargetMrEntry* mr = lock_entry(table.mrs, op.rkey, [&](TargetMrEntry& e) {
-      return e.device == op.device_index + 1 && e.pd == pd && (e.access & access) == access &&
+      return sealed(e, seed) && e.device == op.device_index + 1 && e.pd == pd &&
+             (e.access & access) == access &&
              op.va >= e.iova && op.length <= e.length && op.va - e.iova <= e.length - op.length;
     });
     Unlocker<TargetMrEntry> mr_unlock{mr};
@@ -102,6 +104,7 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
   }
   qp->expected_psn = packet::psn_add(op.psn, op.packets);
   ++qp->msn;
+  reseal(*qp, seed);
   // Read without the lock by the owner's stats.
   shared_field(qp->executed).store(qp->executed + 1, std::memory_order_relaxed);
   return DirectResult::kExecuted;

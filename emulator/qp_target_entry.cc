@@ -1,6 +1,7 @@
 // A QP's entry in the target table: kept in step with its responder.
 #include "emulator/qp_impl.h"
 #include "emulator/shared_lock_word.h"
+#include "emulator/target_table.h"
 
 namespace softverbs {
 
@@ -10,8 +11,10 @@ TargetEntryScope::TargetEntryScope(QpImpl& qp) {
   shared_lock_word::lock(e->lock);
   qp.target_entry_held = true;
   qp_ = &qp;
-  // While open, the entry leads: initiators moved it on.
-  if (e->open == 1) qp.responder.adopt({e->expected_psn, e->msn});
+  // While open, the entry leads: initiators moved it on. Scribbled over,
+  // it says nothing.
+  if (e->open == 1 && sealed(*e, qp.engine->target_table().seed()))
+    qp.responder.adopt({e->expected_psn, e->msn});
   qp.counters.executed_by_initiators += e->executed - qp.target_executed_seen;
   qp.target_executed_seen = e->executed;
 }
@@ -32,6 +35,7 @@ TargetEntryScope::~TargetEntryScope() {
       (qp.attr.state == QpState::kRtr && qp.responder.communication_established());
   e->open =
       state_takes && qp.responder.idle() && !qp.migration_in_use() && qp.port_up() ? 1 : 0;
+  reseal(*e, qp.engine->target_table().seed());
   qp.target_entry_held = false;
   shared_lock_word::unlock(e->lock);
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <new>
+#include <random>
 
 #include "emulator/shared_lock_word.h"
 
@@ -19,6 +20,18 @@ uint64_t own_pid_namespace() {
 }
 
 namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
+}
+
+uint64_t fresh_seed() {
+  std::random_device random;
+  return (uint64_t{random()} << 32) ^ random() ^ 1;
+}
 
 // A free entry for `key` among those it may be found in, or nullptr.
 template <typename Entry, size_t N>
@@ -37,7 +50,23 @@ uint64_t mr_map_key(uint32_t device_index, uint32_t rkey) {
 
 }  // namespace
 
-TargetTable::TargetTable(std::span<uint8_t> area) {
+uint64_t seal_of(const TargetQpEntry& e, uint64_t seed) {
+  uint64_t h = mix(seed, e.key);
+  for (uint64_t v : {uint64_t{e.open}, uint64_t{e.expected_psn}, uint64_t{e.msn},
+                     uint64_t{e.access_flags}, uint64_t{e.peer_key}, e.pd})
+    h = mix(h, v);
+  return h;
+}
+
+uint64_t seal_of(const TargetMrEntry& e, uint64_t seed) {
+  uint64_t h = mix(seed, e.key);
+  for (uint64_t v : {uint64_t{e.device}, uint64_t{e.access}, e.pd, e.iova, e.length,
+                     e.host_address})
+    h = mix(h, v);
+  return h;
+}
+
+TargetTable::TargetTable(std::span<uint8_t> area) : seed_(fresh_seed()) {
   if (area.size() < sizeof(TargetTableLayout)) return;
   // Fresh shared memory is zeros, which every entry starts as.
   table_ = new (area.data()) TargetTableLayout;
@@ -45,6 +74,7 @@ TargetTable::TargetTable(std::span<uint8_t> area) {
   h.version = kTargetTableVersion;
   h.pid = static_cast<uint32_t>(getpid());
   h.pid_namespace = own_pid_namespace();
+  h.seed = seed_;
   shared_field(h.magic).store(kTargetTableMagic, std::memory_order_release);
 }
 
@@ -63,6 +93,7 @@ TargetQpEntry* TargetTable::add_qp(uint32_t device_index, uint32_t qpn) {
   e->open = 0;
   e->executed = 0;
   shared_field(e->key).store(key, std::memory_order_release);
+  reseal(*e, seed_);
   return e;
 }
 
@@ -88,6 +119,7 @@ void TargetTable::publish_mr(const TargetMemory& mr) {
     e->length = mr.length;
     e->host_address = mr.host_address;
     shared_field(e->key).store(mr.rkey, std::memory_order_release);
+    reseal(*e, seed_);
   }
   mrs_[mr_map_key(mr.device_index, mr.rkey)] = e;
 }

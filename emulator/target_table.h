@@ -33,6 +33,9 @@ class TargetTable {
   TargetTable(const TargetTable&) = delete;
   TargetTable& operator=(const TargetTable&) = delete;
 
+  // What keys the entries' seals (target_table_layout.h).
+  uint64_t seed() const { return seed_; }
+
   // Whether initiators may execute here at all (not while a fault rule or a
   // capture must see every packet).
   void set_accepting(bool accepting);
@@ -50,6 +53,7 @@ class TargetTable {
 
  private:
   TargetTableLayout* table_ = nullptr;
+  uint64_t seed_;
   std::mutex claims_mutex_;  // claiming and freeing entries; a leaf
   std::unordered_map<uint64_t, TargetMrEntry*> mrs_;  // (device, rkey) -> entry
 };

@@ -12,6 +12,12 @@
 // progress. Keys and fields are plain integers read through std::atomic_ref
 // or under the lock; any process of the user can write here, so an
 // initiator checks everything it reads and never waits on it for long.
+// Each entry is sealed: a hash of its fields keyed by the table's seed,
+// redone by whoever changes it, so that bytes scribbled over an entry
+// (a stray write of a buggy process) make it unusable instead of sending
+// an initiator's bytes to a wrong address. It is no defence against a
+// process that forges entries on purpose: a process of the same user that
+// may do that may also write into the target's memory itself.
 #pragma once
 
 #include <atomic>
@@ -23,7 +29,7 @@
 namespace softverbs {
 
 inline constexpr uint64_t kTargetTableMagic = 0x746774742d767373ull;  // "ssv-ttgt"
-inline constexpr uint32_t kTargetTableVersion = 1;
+inline constexpr uint32_t kTargetTableVersion = 2;
 
 struct TargetTableHeader {
   uint64_t magic;               // written last, read with acquire
@@ -32,10 +38,11 @@ struct TargetTableHeader {
   uint64_t pid_namespace;       // inode of the owner's /proc/self/ns/pid
   uint32_t accepting;           // 0 while every packet must travel (faults, capture)
   uint32_t reserved;
+  uint64_t seed;                // keys the entries' seals
 };
 
 // An RC QP of the owner. key: 0 empty, else target_qp_key(device, qpn).
-struct TargetQpEntry {
+struct alignas(64) TargetQpEntry {
   uint32_t lock;
   uint32_t key;
   // Under the lock:
@@ -46,11 +53,12 @@ struct TargetQpEntry {
   uint32_t peer_key;            // target_qp_key() of the connected peer QP
   uint32_t reserved;
   uint64_t pd;                  // names the QP's PD within the owner
-  uint64_t executed;            // operations initiators executed on it
+  uint64_t seal;                // of everything above but the lock
+  uint64_t executed;            // operations initiators executed on it (not sealed)
 };
 
 // An MR with an R_Key. key: 0 empty, else the R_Key; device 1-based.
-struct TargetMrEntry {
+struct alignas(64) TargetMrEntry {
   uint32_t lock;
   uint32_t key;
   // Under the lock:
@@ -60,6 +68,7 @@ struct TargetMrEntry {
   uint64_t iova;
   uint64_t length;
   uint64_t host_address;        // of iova, in the owner's address space
+  uint64_t seal;                // of everything above but the lock
 };
 
 inline constexpr uint32_t kTargetQpEntries = 512;
@@ -72,7 +81,7 @@ struct TargetTableLayout {
   TargetQpEntry qps[kTargetQpEntries];
   TargetMrEntry mrs[kTargetMrEntries];
 };
-static_assert(sizeof(TargetQpEntry) == 48 && sizeof(TargetMrEntry) == 48);
+static_assert(sizeof(TargetQpEntry) == 64 && sizeof(TargetMrEntry) == 64);
 static_assert(sizeof(TargetTableLayout) <= kMailboxTargetAreaBytes);
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
@@ -91,6 +100,14 @@ template <typename T>
 std::atomic_ref<T> shared_field(T& field) {
   return std::atomic_ref<T>(field);
 }
+
+// The seals (under the entry's lock).
+uint64_t seal_of(const TargetQpEntry& e, uint64_t seed);
+uint64_t seal_of(const TargetMrEntry& e, uint64_t seed);
+inline void reseal(TargetQpEntry& e, uint64_t seed) { e.seal = seal_of(e, seed); }
+inline void reseal(TargetMrEntry& e, uint64_t seed) { e.seal = seal_of(e, seed); }
+inline bool sealed(const TargetQpEntry& e, uint64_t seed) { return e.seal == seal_of(e, seed); }
+inline bool sealed(const TargetMrEntry& e, uint64_t seed) { return e.seal == seal_of(e, seed); }
 
 // What a table's header names as its owner's pid namespace, for this
 // process (the inode of /proc/self/ns/pid; 0 when unknown).

@@ -42,6 +42,7 @@ class TargetTableTest : public ::testing::Test {
     entry_->access_flags = kAccessRemoteWrite | kAccessRemoteRead;
     entry_->pd = kPd;
     entry_->peer_key = target_qp_key(kDevice, kInitiatorQpn);
+    reseal(*entry_, table_->seed());  // as the owner's QP step leaves it
     memory_.fill(0xee);
     table_->publish_mr(TargetMemory{kDevice, kRkey, kAccessRemoteWrite | kAccessRemoteRead, kPd,
                                    kIova, memory_.size(),
@@ -64,6 +65,18 @@ class TargetTableTest : public ::testing::Test {
   }
   DirectResult execute(const DirectOperation& op) {
     return execute_directly(area_->bytes, op);
+  }
+  TargetTableLayout& layout() { return *reinterpret_cast<TargetTableLayout*>(area_->bytes.data()); }
+  TargetMrEntry* mr_entry() {
+    for (TargetMrEntry& e : layout().mrs)
+      if (e.key == kRkey) return &e;
+    return nullptr;
+  }
+  // Changes the QP entry as its owner does: sealed again.
+  template <typename Fn>
+  void change_qp(Fn&& fn) {
+    fn(*entry_);
+    reseal(*entry_, table_->seed());
   }
   bool memory_untouched() const {
     return std::all_of(memory_.begin(), memory_.end(), [](uint8_t b) { return b == 0xee; });
@@ -91,6 +104,15 @@ TEST_F(TargetTableTest, AWriteLandsAndMovesTheResponderPastItsPackets) {
   EXPECT_EQ(entry_->lock, 0u);
 }
 
+TEST_F(TargetTableTest, AnInitiatorLeavesTheEntrySealedForTheNext) {
+  ASSERT_EQ(execute(write(kIova, 8)), DirectResult::kExecuted);
+  DirectOperation next = write(kIova + 8, 8);
+  next.psn = 101;
+  ASSERT_EQ(execute(next), DirectResult::kExecuted);
+  EXPECT_TRUE(sealed(*entry_, table_->seed()));
+  EXPECT_EQ(entry_->expected_psn, 102u);
+}
+
 TEST_F(TargetTableTest, AReadFetchesIntoTheInitiatorsMemory) {
   memory_[200] = 0x42;
   DirectOperation op = write(kIova + 200, 1);
@@ -111,10 +133,15 @@ TEST_F(TargetTableTest, EveryCheckThatFailsLeavesAllAsItWasForThePackets) {
       {"past the MR's end", [](DirectOperation& op) { op.va = kIova + 250; }},
       {"a length wrapping around",
        [](DirectOperation& op) { op.va = kIova + 8, op.length = UINT64_MAX - 4; }},
-      {"the QP closed", [this](DirectOperation&) { entry_->open = 0; }},
+      {"the QP closed", [this](DirectOperation&) { change_qp([](auto& e) { e.open = 0; }); }},
       {"no remote write on the QP",
-       [this](DirectOperation&) { entry_->access_flags = kAccessRemoteRead; }},
-      {"the QP of another PD", [this](DirectOperation&) { entry_->pd = kPd + 1; }},
+       [this](DirectOperation&) { change_qp([](auto& e) { e.access_flags = kAccessRemoteRead; }); }},
+      {"the QP of another PD",
+       [this](DirectOperation&) { change_qp([](auto& e) { e.pd = kPd + 1; }); }},
+      {"the QP entry scribbled over",
+       [this](DirectOperation&) { entry_->peer_key ^= 1 << 20; }},
+      {"the MR entry scribbled over", [this](DirectOperation&) { mr_entry()->host_address += 64; }},
+      {"the seed scribbled over", [this](DirectOperation&) { layout().header.seed ^= 1; }},
       {"the entry held elsewhere",
        [this](DirectOperation&) { std::atomic_ref<uint32_t>(entry_->lock).store(0x7ffffffe); }},
       {"not accepting", [this](DirectOperation&) { table_->set_accepting(false); }},
@@ -155,9 +182,7 @@ TEST_F(TargetTableTest, MemoryThatIsNotThereIsNotHere) {
 }
 
 TEST_F(TargetTableTest, WithdrawingAnMrWaitsForTheOperationHoldingIt) {
-  TargetMrEntry* held = nullptr;
-  for (TargetMrEntry& e : reinterpret_cast<TargetTableLayout*>(area_->bytes.data())->mrs)
-    if (e.key == kRkey) held = &e;
+  TargetMrEntry* held = mr_entry();
   ASSERT_NE(held, nullptr);
   ASSERT_TRUE(shared_lock_word::try_lock(held->lock));  // an operation in progress
   std::atomic<bool> withdrawn{false};

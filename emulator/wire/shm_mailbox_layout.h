@@ -32,7 +32,7 @@ inline constexpr uint32_t kMailboxVersion = 5;
 
 // After the slots: the owner's target area (emulator/target_table_layout.h),
 // which peers map with the mailbox. The wire knows only its size.
-inline constexpr size_t kMailboxTargetAreaBytes = 80 * 1024;
+inline constexpr size_t kMailboxTargetAreaBytes = 100 * 1024;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
