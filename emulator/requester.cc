@@ -154,6 +154,8 @@ Requester::Step Requester::start_wqe() {
   if (w.is_local()) return Step::kLocalOperation;
   if (!direct_fits(w)) return Step::kStartPackets;
   if (w.length < kDirectAlwaysBytes && streaming()) return Step::kStartPackets;
+  // Only with nothing outstanding: then the responder has taken every
+  // earlier request, and this one is next in its order as on the wire.
   const bool outstanding = npsn_ != psn_high_ || packets_in_flight() != 0 ||
                            rd_atomic_outstanding_ != 0;
   if (!outstanding) return Step::kExecuteDirect;
@@ -212,8 +214,6 @@ Requester::Step Requester::start_packets() {
 }
 
 bool Requester::direct_fits(const SendWqe& w) const {
-  // Only with nothing outstanding: then the responder has taken every
-  // earlier request, and this one is next in its order as on the wire.
   return qp_.type == QpType::kRc && qp_.attr.state == QpState::kRts &&
          (w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaRead) &&
          !w.started && send_offset_ == 0 && w.length <= kDirectMaxBytes && qp_.port_up() &&
@@ -240,12 +240,11 @@ Requester::Step Requester::execute_direct() {
     local.pieces[0] = RunPiece{reinterpret_cast<uint64_t>(qp_.sq.inline_at(index)), w.length};
     local.piece_count = 1;
   } else {
-    // A local error is the packets' to report.
     const Sge* sges = qp_.sq.sges_at(index);
     const WcStatus st = w.is_read()
                             ? qp_.describe_destination(sges, w.num_sge, 0, w.length, local)
                             : qp_.describe(sges, w.num_sge, 0, w.length, local);
-    if (st != WcStatus::kSuccess) return direct_declined();
+    if (st != WcStatus::kSuccess) return Step::kStartPackets;  // theirs to report
   }
   const DirectOperation op{
       .read = w.is_read(),
