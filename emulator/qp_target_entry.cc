@@ -23,6 +23,8 @@ TargetEntryScope::~TargetEntryScope() {
   if (!qp_) return;
   QpImpl& qp = *qp_;
   TargetQpEntry* e = qp.target_entry;
+  // The key too: a stray write may have cleared it.
+  shared_field(e->key).store(target_qp_key(qp.device_index, qp.qpn), std::memory_order_relaxed);
   const Responder::Position p = qp.responder.position();
   e->expected_psn = p.expected_psn;
   e->msn = p.msn;

@@ -25,13 +25,13 @@ bool holder_gone(uint32_t holder) {
   return holder != 0 && kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH;
 }
 
-}  // namespace
-
 // getpid() is a system call in glibc; the pid is kept, and forgotten in a
 // forked child.
 std::atomic<uint32_t> cached_pid{0};
 
 void forget_pid() { cached_pid.store(0, std::memory_order_relaxed); }
+
+}  // namespace
 
 uint32_t self_tag() {
   uint32_t pid = cached_pid.load(std::memory_order_relaxed);

@@ -19,7 +19,8 @@ namespace softverbs {
 // every header an IB packet can have, rounded up.
 inline constexpr size_t kShmMaxFrameBytes = 4224;
 
-// Slot counts a mailbox may have (powers of two). 512 slots take 2.1 MiB.
+// Slot counts a mailbox may have (powers of two). 512 slots take 2.1 MiB
+// (2.2 MiB with the target area).
 inline constexpr uint32_t kMinMailboxSlots = 64;
 inline constexpr uint32_t kMaxMailboxSlots = 8192;
 inline constexpr uint32_t kDefaultMailboxSlots = 512;
