@@ -43,15 +43,15 @@ Errno check_pinnable(const MrInit& init) {
 
 uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
-}  // namespace
-
 // The MR as initiators executing on this process see it (target_table.h).
-static void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
+void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
   if (mr.kind() == MrKind::kNull) return;
   hca.engine->target_table().publish_mr(
       TargetMemory{hca.description.index, mr.rkey(), mr.access(),
                    reinterpret_cast<uint64_t>(&mr.pd()), mr.iova(), mr.length(), mr.addr()});
 }
+
+}  // namespace
 
 Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot)
     : pd_(&pd), kind_(kind), addr_(init.addr), length_(init.length), iova_(init.iova),
