@@ -31,15 +31,17 @@ uint32_t target_pid(TargetTableLayout& t) {
   return shared_field(h.pid).load(std::memory_order_relaxed);
 }
 
-// Finds and locks the entry holding `key` (and satisfying `also`).
+// Finds and locks the entry holding `key` whose snapshot `seen` satisfies
+// `also`; every decision is taken on `seen`, never on the shared entry.
 template <typename Entry, size_t N, typename Also>
-Entry* lock_entry(Entry (&entries)[N], uint32_t key, Also&& also) {
+Entry* lock_entry(Entry (&entries)[N], uint32_t key, Entry& seen, Also&& also) {
   const uint32_t start = target_probe_start(key, N);
   for (uint32_t i = 0; i < kTargetProbeLength; ++i) {
     Entry& e = entries[(start + i) % N];
     if (shared_field(e.key).load(std::memory_order_relaxed) != key) continue;
     if (!shared_lock_word::try_lock(e.lock, kLockSpins)) return nullptr;
-    if (shared_field(e.key).load(std::memory_order_relaxed) == key && also(e)) return &e;
+    seen = snapshot(e);
+    if (seen.key == key && also(seen)) return &e;
     shared_lock_word::unlock(e.lock);
   }
   return nullptr;
@@ -81,30 +83,35 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
   const uint32_t access = op.read ? kAccessRemoteRead : kAccessRemoteWrite;
   const uint64_t seed = shared_field(table.header.seed).load(std::memory_order_relaxed);
 
-  TargetQpEntry* qp =
-      lock_entry(table.qps, target_qp_key(op.device_index, op.qpn), [&](TargetQpEntry& e) {
+  TargetQpEntry qp_seen;
+  TargetQpEntry* qp = lock_entry(
+      table.qps, target_qp_key(op.device_index, op.qpn), qp_seen, [&](const TargetQpEntry& e) {
         return sealed(e, seed) && e.open == 1 && e.peer_key == op.initiator_key &&
                e.expected_psn == op.psn && (e.access_flags & access) == access;
       });
   Unlocker<TargetQpEntry> qp_unlock{qp};
   if (!qp) return DirectResult::kNotHere;
-  const uint64_t pd = qp->pd;
 
   if (op.length != 0) {  // zero-length accesses name no memory (IBTA 9.4.4)
-    TargetMrEntry* mr = lock_entry(table.mrs, op.rkey, [&](TargetMrEntry& e) {
-      return sealed(e, seed) && e.device == op.device_index + 1 && e.pd == pd &&
+    TargetMrEntry mr_seen;
+    TargetMrEntry* mr = lock_entry(table.mrs, op.rkey, mr_seen, [&](const TargetMrEntry& e) {
+      return sealed(e, seed) && e.device == op.device_index + 1 && e.pd == qp_seen.pd &&
              (e.access & access) == access &&
              op.va >= e.iova && op.length <= e.length && op.va - e.iova <= e.length - op.length;
     });
     Unlocker<TargetMrEntry> mr_unlock{mr};
     if (!mr) return DirectResult::kNotHere;
     bool refused = false;
-    if (!move_bytes(pid, op, mr->host_address + (op.va - mr->iova), refused))
+    if (!move_bytes(pid, op, mr_seen.host_address + (op.va - mr_seen.iova), refused))
       return refused ? DirectResult::kRefused : DirectResult::kNotHere;
   }
-  qp->expected_psn = packet::psn_add(op.psn, op.packets);
-  ++qp->msn;
-  reseal(*qp, seed);
+  // Written from the snapshot and sealed over it: anything scribbled since
+  // leaves the entry unusable rather than sealed.
+  qp_seen.expected_psn = packet::psn_add(op.psn, op.packets);
+  ++qp_seen.msn;
+  qp->expected_psn = qp_seen.expected_psn;
+  qp->msn = qp_seen.msn;
+  qp->seal = seal_of(qp_seen, seed);
   // Read without the lock by the owner's stats.
   shared_field(qp->executed).store(qp->executed + 1, std::memory_order_relaxed);
   return DirectResult::kExecuted;

@@ -86,6 +86,16 @@ bool run_piece(const Piece& p, bool incoming, RunPiece& out) {
   return stand_in != 0 && p.length <= kNullRunBytes;
 }
 
+// The pieces of [offset, offset+length) of an SGE list as a run names them:
+// memory read from, or (incoming) written into, with local write checked.
+// With the MR table locked.
+WcStatus run_pieces_locked(const QpImpl& qp, const Sge* sges, uint32_t n, uint64_t offset,
+                           uint64_t length, bool incoming, RunPiece* out, uint32_t& count) {
+  count = 0;
+  return walk_locked(qp, sges, n, offset, length, incoming ? uint32_t{kAccessLocalWrite} : 0u,
+                     [&](const Piece& p) { return run_piece(p, incoming, out[count++]); });
+}
+
 // After a pull failed with EFAULT, which names neither side: whether it was
 // this side's memory (then the access fails here, not the sender's run).
 bool writable(std::span<const RunPiece> pieces) {
@@ -123,9 +133,9 @@ WcStatus QpImpl::scatter_payload(const Sge* sges, uint32_t n, uint64_t offset, c
   if (!in.run) return scatter(sges, n, offset, in.bytes);
   std::shared_lock lock(hca->impl().mr_mutex);
   std::array<RunPiece, kMaxSge> local;
-  size_t count = 0;
-  const WcStatus st = walk_locked(*this, sges, n, offset, in.run->bytes, kAccessLocalWrite,
-                                  [&](const Piece& p) { return run_piece(p, true, local[count++]); });
+  uint32_t count = 0;
+  const WcStatus st =
+      run_pieces_locked(*this, sges, n, offset, in.run->bytes, true, local.data(), count);
   if (st != WcStatus::kSuccess) return st;
   const std::span<const RunPiece> pieces(local.data(), count);
   pull_error = pull_run(*in.run, pieces);
@@ -139,19 +149,15 @@ WcStatus QpImpl::scatter_payload(const Sge* sges, uint32_t n, uint64_t offset, c
 WcStatus QpImpl::describe(const Sge* sges, uint32_t n, uint64_t offset, uint64_t length,
                           RunFrame& run) const {
   std::shared_lock lock(hca->impl().mr_mutex);
-  run.piece_count = 0;
-  return walk_locked(*this, sges, n, offset, length, 0, [&](const Piece& p) {
-    return run_piece(p, false, run.pieces[run.piece_count++]);
-  });
+  return run_pieces_locked(*this, sges, n, offset, length, false, run.pieces.data(),
+                           run.piece_count);
 }
 
 WcStatus QpImpl::describe_destination(const Sge* sges, uint32_t n, uint64_t offset,
                                       uint64_t length, RunFrame& run) const {
   std::shared_lock lock(hca->impl().mr_mutex);
-  run.piece_count = 0;
-  return walk_locked(*this, sges, n, offset, length, kAccessLocalWrite, [&](const Piece& p) {
-    return run_piece(p, true, run.pieces[run.piece_count++]);
-  });
+  return run_pieces_locked(*this, sges, n, offset, length, true, run.pieces.data(),
+                           run.piece_count);
 }
 
 bool QpImpl::place_remote(uint32_t rkey, uint64_t va, const Payload& in, int& pull_error) const {

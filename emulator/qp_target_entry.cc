@@ -13,8 +13,9 @@ TargetEntryScope::TargetEntryScope(QpImpl& qp) {
   qp_ = &qp;
   // While open, the entry leads: initiators moved it on. Scribbled over,
   // it says nothing.
-  if (e->open == 1 && sealed(*e, qp.engine->target_table().seed()))
-    qp.responder.adopt({e->expected_psn, e->msn});
+  const TargetQpEntry seen = snapshot(*e);
+  if (seen.open == 1 && sealed(seen, qp.engine->target_table().seed()))
+    qp.responder.adopt({seen.expected_psn, seen.msn});
   qp.counters.executed_by_initiators += e->executed - qp.target_executed_seen;
   qp.target_executed_seen = e->executed;
 }

@@ -66,6 +66,32 @@ uint64_t seal_of(const TargetMrEntry& e, uint64_t seed) {
   return h;
 }
 
+TargetQpEntry snapshot(const TargetQpEntry& e) {
+  TargetQpEntry c{};
+  c.key = e.key;
+  c.open = e.open;
+  c.expected_psn = e.expected_psn;
+  c.msn = e.msn;
+  c.access_flags = e.access_flags;
+  c.peer_key = e.peer_key;
+  c.pd = e.pd;
+  c.seal = e.seal;
+  return c;
+}
+
+TargetMrEntry snapshot(const TargetMrEntry& e) {
+  TargetMrEntry c{};
+  c.key = e.key;
+  c.device = e.device;
+  c.access = e.access;
+  c.pd = e.pd;
+  c.iova = e.iova;
+  c.length = e.length;
+  c.host_address = e.host_address;
+  c.seal = e.seal;
+  return c;
+}
+
 TargetTable::TargetTable(std::span<uint8_t> area) : seed_(fresh_seed()) {
   if (area.size() < sizeof(TargetTableLayout)) return;
   // Fresh shared memory is zeros, which every entry starts as.

@@ -101,7 +101,13 @@ std::atomic_ref<T> shared_field(T& field) {
   return std::atomic_ref<T>(field);
 }
 
-// The seals (under the entry's lock).
+// An entry's sealed fields and seal, read once (under its lock) into
+// private memory, where a stray write cannot change them between a check
+// and a use. The lock word and `executed` stay behind.
+TargetQpEntry snapshot(const TargetQpEntry& e);
+TargetMrEntry snapshot(const TargetMrEntry& e);
+
+// The seals (under the entry's lock, or of a snapshot).
 uint64_t seal_of(const TargetQpEntry& e, uint64_t seed);
 uint64_t seal_of(const TargetMrEntry& e, uint64_t seed);
 inline void reseal(TargetQpEntry& e, uint64_t seed) { e.seal = seal_of(e, seed); }
