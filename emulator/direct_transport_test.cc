@@ -26,6 +26,14 @@ class DirectTransport : public Transport {
     wr.sges = {&local, 1};
     return wr;
   }
+  SendRequest send_of(uint64_t wr_id, Sge& local) {
+    SendRequest wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::kSend;
+    wr.flags = kWrSignaled;
+    wr.sges = {&local, 1};
+    return wr;
+  }
   Sge sge(Endpoint& e, uint64_t offset, uint32_t length) {
     return Sge{reinterpret_cast<uint64_t>(e.buffer.data()) + offset, length, e.mr->lkey()};
   }
@@ -65,12 +73,7 @@ TEST_F(DirectTransport, WriteAndReadCompleteAtOnceWithNoPacketAndTheNextSendFoll
   Sge r = sge(b, 60 * 1024, 64);
   ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
   Sge s = sge(a, 0, 64);
-  SendRequest send;
-  send.wr_id = 3;
-  send.opcode = WrOpcode::kSend;
-  send.flags = kWrSignaled;
-  send.sges = {&s, 1};
-  ASSERT_EQ(a.qp->post_send(send), 0);
+  ASSERT_EQ(a.qp->post_send(send_of(3, s)), 0);
   ASSERT_EQ(sent_.size(), 1u);
   EXPECT_EQ(sent_[0].opcode, Opcode::kRcSendOnly);
   EXPECT_EQ(sent_[0].psn, 100u + 10 + 5);
@@ -144,12 +147,7 @@ TEST_F(DirectTransport, WritesBehindASendInFlightGoAsPacketsInOrder) {
   Sge r = sge(b, 0, 64);
   ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
   Sge s = sge(a, 0, 64);
-  SendRequest send;
-  send.wr_id = 1;
-  send.opcode = WrOpcode::kSend;
-  send.flags = kWrSignaled;
-  send.sges = {&s, 1};
-  ASSERT_EQ(a.qp->post_send(send), 0);
+  ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
   Sge from = sge(a, 4096, 64);
   ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 2, from, b, 4096)), 0);
   ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 3, from, b, 4096 + 64)), 0);
