@@ -27,6 +27,8 @@ packages=(
   # the scripts: timeout (coreutils), awk, ps/pgrep (procps), ss/ip (iproute2),
   # unshare/chroot for the namespace tests (util-linux, coreutils)
   coreutils mawk procps iproute2 util-linux
+  # a forked test peer that hangs has its threads' stacks printed before it is killed
+  gdb
   # the Debian package (dpkg-shlibdeps) and its test in a clean root file system
   dpkg-dev debootstrap
 )

@@ -26,6 +26,7 @@ constexpr std::chrono::seconds kChildAlarmGrace{10};
 [[noreturn]] void run_child(int fd, pid_t parent_pid, const ChildBody& body,
                             std::chrono::seconds deadline) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);  // describe_threads, under Yama's ptrace scope 1
   if (getppid() != parent_pid) _exit(2);  // the parent died before prctl
   alarm(static_cast<unsigned>((deadline + kChildAlarmGrace).count()));
 
@@ -57,8 +58,26 @@ std::string describe_exit(int status) {
   return "child ended with wait status " + std::to_string(status);
 }
 
+// What each thread of a hung child is doing, so a hang that happened once
+// in CI can be read afterwards: its stacks through gdb when installed, else
+// the kernel's view of each thread (where it sleeps, which system call).
+std::string describe_threads(pid_t pid) {
+  const std::string id = std::to_string(pid);
+  std::string command = "if command -v gdb >/dev/null; then timeout 60 gdb -q -batch -nx -p " +
+                        id + " -ex 'thread apply all bt 24' 2>&1 | grep -E '^(Thread|#)'; " +
+                        "else for t in /proc/" + id + "/task/*; do echo \"$t $(cat $t/comm) " +
+                        "$(cat $t/wchan) syscall $(cut -d' ' -f1 $t/syscall)\"; done; fi";
+  std::string text;
+  if (FILE* out = popen(command.c_str(), "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, out) && text.size() < 64 * 1024) text += line;
+    pclose(out);
+  }
+  return text;
+}
+
 // Waits for the child until the deadline, then kills it. Returns its status.
-int reap_child(pid_t pid, Clock::time_point deadline, bool& killed) {
+int reap_child(pid_t pid, Clock::time_point deadline, bool& killed, std::string& threads) {
   killed = false;
   int status = 0;
   for (;;) {
@@ -68,6 +87,7 @@ int reap_child(pid_t pid, Clock::time_point deadline, bool& killed) {
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  threads = describe_threads(pid);
   kill(pid, SIGKILL);
   killed = true;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -109,11 +129,13 @@ PeerOutcome run_with_forked_peer(const ChildBody& child, const ParentBody& paren
     channel_err = channel.receive_outcome(outcome);
   }
   bool killed = false;
-  int status = reap_child(pid, until, killed);
+  std::string threads;
+  int status = reap_child(pid, until, killed, threads);
   if (killed) {
     return PeerOutcome::fail("child did not finish within " + std::to_string(deadline.count()) +
                              " s and was killed" +
-                             (channel_err ? "" : "; it had reported: " + outcome.message));
+                             (channel_err ? "" : "; it had reported: " + outcome.message) +
+                             "; its threads were:\n" + threads);
   }
   if (channel_err) {
     return PeerOutcome::fail("child sent no outcome (" + describe_errno(channel_err) + "); " +
