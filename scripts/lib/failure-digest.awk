@@ -25,6 +25,8 @@
   if (follow > 0) {
     lines[++n] = "    " $0
     follow--
+    # A hung peer's threads, printed before it was killed: all of them.
+    if ($0 ~ /its threads were:$/) follow = 100
     next
   }
   if ($0 ~ /: Failure$/ || $0 ~ /ERROR: (Address|Leak|UndefinedBehavior)Sanitizer/ ||
@@ -49,7 +51,7 @@
   if (kept) next
   kept = 1
   print "--- " name
-  limit = n < 60 ? n : 60
+  limit = n < 160 ? n : 160
   for (i = 1; i <= limit; i++) print lines[i]
   if (n > limit) print "    ... (" n - limit " more lines in the log)"
   if (n == 0) print "    (no failure lines found; see the test's output above)"
