@@ -259,8 +259,11 @@ class Engine {
   void deliver_multicast(const packet::DecodedPacket& pkt);
   // progress_thread.cc
   void progress_thread_main();
-  // Sleeps on the wire's doorbell until a frame, a wake() or the next timer.
-  void sleep_until_woken();
+  // Sleeps on the wire's doorbell until a frame (or, while an application
+  // thread polls, until the last poller leaves one behind), a wake() or the
+  // next timer.
+  enum class SleepUntil { kFrameArrives, kNoOnePolls };
+  void sleep_until_woken(SleepUntil until);
   void send_frame(const WireAddress& dst, std::span<const uint8_t> frame);
 
   std::unique_ptr<Wire> wire_;

@@ -77,13 +77,13 @@ void Engine::progress_thread_main() {
     const size_t served = application_serves ? kIntakeBusy : progress_on_progress_thread(256);
     if (served == kIntakeBusy) {
       // An application thread is polling or serving right now: it takes
-      // what comes. Stay out of its way: nap while frames wait for it, else
-      // sleep (peers skip the doorbell while it polls, and it wakes this
-      // thread if it leaves a frame behind).
-      if (wire_->may_have_input())
-        nap(kYieldToApplicationNs);
+      // what comes. Stay out of its way, asleep: a nap would take the CPU
+      // from it on every wake-up. Peers skip the doorbell while it polls,
+      // and the last poller to leave a frame behind wakes this thread.
+      if (application_serves)
+        sleep_until_woken(SleepUntil::kNoOnePolls);
       else
-        sleep_until_woken();
+        nap(kYieldToApplicationNs);  // it serves outside a poll, briefly
       continue;
     }
     if (served != 0) {
@@ -98,11 +98,11 @@ void Engine::progress_thread_main() {
       wire_->wait(kDeferredRetryNs);  // frames wait for room at a peer
       continue;
     }
-    sleep_until_woken();
+    sleep_until_woken(SleepUntil::kFrameArrives);
   }
 }
 
-void Engine::sleep_until_woken() {
+void Engine::sleep_until_woken(SleepUntil until) {
   const uint64_t now = clock_->now_ns();
   uint64_t sleep = sleep_ns_until(timers_.next_deadline_ns(), now);
   if (sleep == 0) return;
@@ -110,7 +110,12 @@ void Engine::sleep_until_woken() {
   // A timer armed since the look above saw no sleeper to wake: look again
   // now that the sleep is published (see Engine::schedule_timer).
   sleep = std::min(sleep, sleep_ns_until(timers_.next_deadline_ns(), now));
-  if (sleep != 0) wire_->wait(sleep);
+  if (sleep != 0) {
+    if (until == SleepUntil::kFrameArrives)
+      wire_->wait(sleep);
+    else
+      wire_->wait_while_application_polls(sleep);
+  }
   progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
 }
 

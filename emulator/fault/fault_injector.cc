@@ -185,14 +185,20 @@ void FaultInjector::observe(FrameObserver& observer, Direction direction,
     observer.observe(direction, held.bytes, FrameFate::kReleased);
 }
 
-void FaultInjector::wait(uint64_t timeout_ns) {
+uint64_t FaultInjector::until_next_release(uint64_t timeout_ns) const {
   const uint64_t release_ns = next_release_ns_.load(std::memory_order_acquire);
-  if (release_ns != UINT64_MAX) {
-    const uint64_t now = clock_.now_ns();
-    if (release_ns <= now) return;  // due already: the next poll() releases it
-    timeout_ns = std::min(timeout_ns, release_ns - now);
-  }
-  inner_->wait(timeout_ns);
+  if (release_ns == UINT64_MAX) return timeout_ns;
+  const uint64_t now = clock_.now_ns();
+  // Due already (0): the next poll() releases it.
+  return release_ns <= now ? 0 : std::min(timeout_ns, release_ns - now);
+}
+
+void FaultInjector::wait(uint64_t timeout_ns) {
+  if (const uint64_t ns = until_next_release(timeout_ns)) inner_->wait(ns);
+}
+
+void FaultInjector::wait_while_application_polls(uint64_t timeout_ns) {
+  if (const uint64_t ns = until_next_release(timeout_ns)) inner_->wait_while_application_polls(ns);
 }
 
 bool FaultInjector::has_deferred() const {

@@ -97,6 +97,7 @@ class FaultInjector final : public Wire {
               size_t budget) override;
   // Never sleeps past the earliest release time of a held frame.
   void wait(uint64_t timeout_ns) override;
+  void wait_while_application_polls(uint64_t timeout_ns) override;
   void wake() override { inner_->wake(); }
   void begin_burst() override { inner_->begin_burst(); }
   void end_burst() override { inner_->end_burst(); }
@@ -181,6 +182,9 @@ class FaultInjector final : public Wire {
   Plan plan_;
   std::vector<RuleProgress> progress_;  // one per plan_.rules entry
   Random random_{1};
+  // `timeout_ns` cut to the next held frame's release: 0 when one is due.
+  uint64_t until_next_release(uint64_t timeout_ns) const;
+
   Counters counters_;
   std::multimap<uint64_t, HeldFrame> delayed_;          // by release time
   std::array<std::vector<HeldFrame>, 2> reordering_;    // [0] tx, [1] rx; arrival order

@@ -55,6 +55,9 @@ class RoutedWire final : public Wire {
   void begin_application_poll() override { local_->begin_application_poll(); }
   bool end_application_poll() override { return local_->end_application_poll(); }
   bool application_polling() const override { return local_->application_polling(); }
+  void wait_while_application_polls(uint64_t timeout_ns) override {
+    local_->wait_while_application_polls(timeout_ns);
+  }
   bool may_have_input() const override;
   bool accepts_runs(const WireAddress& dst) override;
   void set_accepting_runs(bool accepting) override { local_->set_accepting_runs(accepting); }

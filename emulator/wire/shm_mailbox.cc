@@ -13,10 +13,32 @@
 namespace softverbs {
 namespace {
 
-// MailboxHeader::pollers: how many application threads poll, and a mark
-// that a producer skipped the doorbell because of them.
-constexpr uint32_t kDoorbellSkipped = 1u << 31;
-constexpr uint32_t kPollerCountMask = kDoorbellSkipped - 1;
+// MailboxHeader::pollers: how many application threads poll, a mark that
+// a producer skipped the doorbell because of them, and how many polls
+// began (wrapping).
+constexpr uint32_t kPollerCountMask = (1u << 15) - 1;
+constexpr uint32_t kDoorbellSkipped = 1u << 15;
+constexpr uint32_t kPollEpochShift = 16;
+
+// MailboxHeader::consumer_sleeping.
+constexpr uint32_t kAwake = 0;
+constexpr uint32_t kAsleep = 1;
+// Asleep, but application threads of the owner poll again and again: one
+// is likely back within moments to take a frame itself.
+constexpr uint32_t kAsleepBesidePollers = 2;
+// How long a producer waits for such a poller before it wakes the
+// sleeper. A wake costs the sender a system call and, where cores are few,
+// takes one from a spinning application; a poll loop's gap between two
+// polls is far shorter.
+constexpr uint64_t kPollerReturnNs = 2'000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 
@@ -228,14 +250,28 @@ ClaimResult ShmMailbox::try_push(std::span<const uint8_t> frame) {
 }
 
 void ShmMailbox::ring_doorbell() {
+  const uint32_t sleeping = header().consumer_sleeping.load(std::memory_order_seq_cst);
+  if (sleeping == kAwake || leave_to_poller()) return;
+  if (sleeping == kAsleepBesidePollers) {
+    // Bounded by the clock, looked at every 64 rounds (a pause lasts from
+    // a few to a hundred cycles, depending on the CPU).
+    const uint64_t give_up_ns = monotonic_ns() + kPollerReturnNs;
+    for (uint32_t round = 1;; ++round) {
+      cpu_relax();
+      if (header().consumer_sleeping.load(std::memory_order_seq_cst) == kAwake) return;
+      if (leave_to_poller()) return;
+      if (round % 64 == 0 && monotonic_ns() >= give_up_ns) break;
+    }
+  }
+  wake_sleeper();
+}
+
+bool ShmMailbox::leave_to_poller() {
   // A poller of the owning process serves the frame; the last poller to
   // leave learns from the mark that a doorbell was skipped (end_poll()).
   std::atomic<uint32_t>& pollers = header().pollers;
-  if (header().consumer_sleeping.load(std::memory_order_seq_cst) == 0) return;
-  if ((pollers.load(std::memory_order_seq_cst) & kPollerCountMask) != 0 &&
-      (pollers.fetch_or(kDoorbellSkipped, std::memory_order_seq_cst) & kPollerCountMask) != 0)
-    return;
-  wake_sleeper();
+  return (pollers.load(std::memory_order_seq_cst) & kPollerCountMask) != 0 &&
+         (pollers.fetch_or(kDoorbellSkipped, std::memory_order_seq_cst) & kPollerCountMask) != 0;
 }
 
 void ShmMailbox::wake_sleeper() {
@@ -247,7 +283,9 @@ void ShmMailbox::wake_sleeper() {
   }
 }
 
-void ShmMailbox::begin_poll() { header().pollers.fetch_add(1, std::memory_order_seq_cst); }
+void ShmMailbox::begin_poll() {
+  header().pollers.fetch_add(1 + (1u << kPollEpochShift), std::memory_order_seq_cst);
+}
 
 bool ShmMailbox::polling() const {
   return (header().pollers.load(std::memory_order_relaxed) & kPollerCountMask) != 0;
@@ -256,10 +294,17 @@ bool ShmMailbox::polling() const {
 bool ShmMailbox::end_poll() {
   std::atomic<uint32_t>& pollers = header().pollers;
   const uint32_t before = pollers.fetch_sub(1, std::memory_order_seq_cst);
-  if ((before & kPollerCountMask) != 1 || !(before & kDoorbellSkipped)) return false;
-  // The last poller out, and a producer skipped the doorbell: if its frame
-  // came after our last look, the waiter must be woken for it.
-  pollers.fetch_and(~kDoorbellSkipped, std::memory_order_seq_cst);
+  if ((before & kPollerCountMask) != 1) return false;
+  // The last poller out. A producer skipped the doorbell, or the waiter
+  // sleeps in wait_while_polled() (it left the frames to us): a frame that
+  // came after our last look must not be left to sit. The waiter announced
+  // its sleep before looking at `pollers`, and we look at its announcement
+  // after leaving, so one of us sees the other.
+  if (before & kDoorbellSkipped) {
+    pollers.fetch_and(~kDoorbellSkipped, std::memory_order_seq_cst);
+  } else if (header().consumer_sleeping.load(std::memory_order_seq_cst) == kAwake) {
+    return false;
+  }
   return has_ready_frame(std::memory_order_seq_cst);
 }
 
@@ -410,14 +455,14 @@ bool ShmMailbox::repair_claim_counter() {
 void ShmMailbox::wait(uint64_t timeout_ns) {
   if (timeout_ns == 0) return;
   std::atomic<uint32_t>& sleeping = header().consumer_sleeping;
-  sleeping.store(1, std::memory_order_seq_cst);
+  const uint32_t how = announce_sleep(/*pollers_now=*/false);
   // Re-check after announcing the sleep: a producer that published before
   // seeing the announcement is caught here, one that published after it
   // rings the doorbell.
   // (Sequentially consistent on both sides, so the two cannot both miss.)
   if (header().wake_requested.exchange(0) != 0 ||
       has_ready_frame(std::memory_order_seq_cst)) {
-    sleeping.store(0, std::memory_order_relaxed);
+    sleeping.store(kAwake, std::memory_order_relaxed);
     return;
   }
   // A claimed slot will be published with a doorbell, unless its producer
@@ -426,12 +471,44 @@ void ShmMailbox::wait(uint64_t timeout_ns) {
     stall_check_due_.store(true, std::memory_order_relaxed);
     if (timeout_ns > stall_limit_ns_) timeout_ns = stall_limit_ns_;
   }
-  futex_wait_shared(sleeping, 1, timeout_ns);
-  sleeping.store(0, std::memory_order_relaxed);
+  futex_wait_shared(sleeping, how, timeout_ns);
+  sleeping.store(kAwake, std::memory_order_relaxed);
   // The caller looks at all its work after wait() returns, so any wake()
   // that came in meanwhile has served its purpose. An exchange, so the
   // waker's writes before wake() are visible to the caller.
   header().wake_requested.exchange(0, std::memory_order_acq_rel);
+}
+
+void ShmMailbox::wait_while_polled(uint64_t timeout_ns) {
+  if (timeout_ns == 0) return;
+  std::atomic<uint32_t>& sleeping = header().consumer_sleeping;
+  const uint32_t how = announce_sleep(/*pollers_now=*/true);
+  // As wait(), except that a frame is left to a poller: one that comes
+  // while it polls is its to take, and the last poller out wakes us for
+  // one it leaves behind (end_poll()).
+  if (header().wake_requested.exchange(0) != 0 ||
+      (has_ready_frame(std::memory_order_seq_cst) && !polling_seq_cst())) {
+    sleeping.store(kAwake, std::memory_order_relaxed);
+    return;
+  }
+  futex_wait_shared(sleeping, how, timeout_ns);
+  sleeping.store(kAwake, std::memory_order_relaxed);
+  header().wake_requested.exchange(0, std::memory_order_acq_rel);
+}
+
+uint32_t ShmMailbox::announce_sleep(bool pollers_now) {
+  // Polls began since the last sleep: the application polls in a loop, and
+  // producers may give it a moment before waking us (ring_doorbell()).
+  const uint32_t epoch = header().pollers.load(std::memory_order_relaxed) >> kPollEpochShift;
+  const bool polls_seen = pollers_now || epoch != poll_epoch_at_last_sleep_;
+  poll_epoch_at_last_sleep_ = epoch;
+  const uint32_t how = polls_seen ? kAsleepBesidePollers : kAsleep;
+  header().consumer_sleeping.store(how, std::memory_order_seq_cst);
+  return how;
+}
+
+bool ShmMailbox::polling_seq_cst() const {
+  return (header().pollers.load(std::memory_order_seq_cst) & kPollerCountMask) != 0;
 }
 
 void ShmMailbox::wake() {

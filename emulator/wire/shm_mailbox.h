@@ -26,7 +26,10 @@
 // poll the ring themselves say so (`pollers`): while one does, producers
 // skip the doorbell even though the process's own waiter sleeps, because
 // the poller serves the frame; a poller leaving looks at the ring once more
-// and wakes the waiter if a frame came meanwhile.
+// and wakes the waiter if a frame came meanwhile. A waiter that sleeps while
+// its application polls in a loop says so too, and a producer that finds
+// the loop between two polls waits a moment for the next one before it
+// rings (ring_doorbell()).
 #pragma once
 
 #include <atomic>
@@ -118,12 +121,18 @@ class ShmMailbox {
   // Sleeps until a frame is published, wake() is called, or `timeout_ns`
   // passes (0: return at once). May return early.
   void wait(uint64_t timeout_ns);
+  // As wait(), but a frame that comes while an application thread polls is
+  // left to that thread: the sleep lasts until a frame comes with no one
+  // polling, the last poller leaves one behind (its end_poll() returns true
+  // and the caller wakes), wake(), or `timeout_ns`. May return early.
+  void wait_while_polled(uint64_t timeout_ns);
 
   void set_stall_limit_ns(uint64_t limit_ns) { stall_limit_ns_ = limit_ns; }
 
   // An application thread of the owning process starts or ends a poll of the
   // ring. end_poll() returns true when a frame is waiting that the poll may
-  // not have seen: the caller must wake() the waiter.
+  // not have seen and the waiter sleeps or a doorbell was skipped: the
+  // caller must serve it or wake() the waiter.
   void begin_poll();
   bool end_poll();
   bool polling() const;
@@ -184,6 +193,11 @@ class ShmMailbox {
     return sequence - (position & slot_mask_);
   }
   bool has_ready_frame(std::memory_order order = std::memory_order_acquire) const;
+  bool polling_seq_cst() const;
+  // Producer: true when a polling application thread will take the frame.
+  bool leave_to_poller();
+  // Consumer: publishes its sleep, and how (see ring_doorbell()).
+  uint32_t announce_sleep(bool pollers_now);
   bool help_past_set_back_claim(uint64_t& position);
   bool take_published(uint64_t position, std::span<const uint8_t>& frame);
   void discard_scribbled(uint64_t position, uint64_t sequence);
@@ -220,6 +234,7 @@ class ShmMailbox {
   uint64_t empty_peeks_ = 0;
   // Set by wait() on the waiting thread, read by peek() on the consumer.
   std::atomic<bool> stall_check_due_{false};
+  uint32_t poll_epoch_at_last_sleep_ = 0;  // the consumer's
 };
 
 }  // namespace softverbs

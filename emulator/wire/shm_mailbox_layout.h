@@ -29,7 +29,9 @@ inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
 // 4: slot count chosen per mailbox, memory reserved at creation, empty
 // (length 0) frames published by a producer that wrote nothing.
 // 5: the target area after the slots.
-inline constexpr uint32_t kMailboxVersion = 5;
+// 6: `pollers` counts polls begun; `consumer_sleeping` says whether the
+// owner's application threads poll (producers then wait a moment for them).
+inline constexpr uint32_t kMailboxVersion = 6;
 
 // After the slots: the owner's target area (emulator/target_table_layout.h),
 // which peers map with the mailbox. The wire knows only its size.
@@ -67,12 +69,15 @@ struct MailboxHeader {
   uint32_t max_frame_bytes;
   uint64_t total_bytes;
   alignas(64) std::atomic<uint64_t> enqueue_position;  // producers' claim counter
-  alignas(64) std::atomic<uint32_t> consumer_sleeping;  // the futex word
+  // The futex word: 0 awake, 1 asleep, 2 asleep while application threads
+  // poll again and again (see ShmMailbox::ring_doorbell).
+  alignas(64) std::atomic<uint32_t> consumer_sleeping;
   std::atomic<uint32_t> wake_requested;                // wake() before wait()
   std::atomic<uint64_t> abandoned_slots;               // given up, see ShmMailbox::peek
-  // Application threads polling now, and a skipped-doorbell mark. On a line
-  // of its own: the owner writes it twice a poll, producers read it only
-  // when the consumer sleeps.
+  // Application threads polling now (bits 0-14), a skipped-doorbell mark
+  // (bit 15) and the polls begun, wrapping (bits 16-31). On a line of its
+  // own: the owner writes it twice a poll, producers read it only when the
+  // consumer sleeps.
   alignas(64) std::atomic<uint32_t> pollers;
   std::atomic<uint32_t> accepting_runs;  // the owner pulls runs' payloads (see run_frame.h)
 };

@@ -329,6 +329,11 @@ bool ShmWire::end_application_poll() { return inbox_->end_poll(); }
 
 bool ShmWire::application_polling() const { return inbox_->polling(); }
 
+void ShmWire::wait_while_application_polls(uint64_t timeout_ns) {
+  // Held frames are pushed on by the pollers' polls.
+  inbox_->wait_while_polled(timeout_ns);
+}
+
 bool ShmWire::accepts_runs(const WireAddress& dst) {
   ProcessRef owner;
   if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return false;

@@ -75,6 +75,7 @@ class ShmWire final : public Wire {
   void begin_application_poll() override;
   bool end_application_poll() override;
   bool application_polling() const override;
+  void wait_while_application_polls(uint64_t timeout_ns) override;
   bool has_deferred() const override;
   bool may_have_input() const override;
   bool accepts_runs(const WireAddress& dst) override;

@@ -112,6 +112,11 @@ class Wire {
   virtual bool end_application_poll() { return false; }
   // True while an application thread of this process is inside a poll.
   virtual bool application_polling() const { return false; }
+  // As wait(), but frames that come while an application thread polls are
+  // left to it: the sleep ends for a frame that comes with no one polling,
+  // one the last poller leaves unseen (it wakes), wake(), or `timeout_ns`.
+  // Only the thread that calls wait() calls it.
+  virtual void wait_while_application_polls(uint64_t timeout_ns) { wait(timeout_ns); }
 
   // False only when poll() would surely find nothing to deliver or push on
   // (lets a busy poller skip its locks). Any thread.
