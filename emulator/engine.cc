@@ -132,6 +132,16 @@ class RegistryMulticastDirectory final : public MulticastDirectory {
 std::mutex g_process_mutex;
 Engine* g_process_engine = nullptr;
 
+void hold_engine_for_fork() {
+  g_process_mutex.lock();
+  if (g_process_engine) g_process_engine->hold_progress_for_fork();
+}
+
+void release_engine_in_parent() {
+  if (g_process_engine) g_process_engine->release_progress_after_fork();
+  g_process_mutex.unlock();
+}
+
 void forget_engine_in_child() {
   new (&g_process_mutex) std::mutex();
   g_process_engine = nullptr;
@@ -294,7 +304,9 @@ std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local,
 
 Engine* Engine::process(Errno& err) {
   static std::once_flag atfork_once;
-  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, forget_engine_in_child); });
+  std::call_once(atfork_once, [] {
+    pthread_atfork(hold_engine_for_fork, release_engine_in_parent, forget_engine_in_child);
+  });
   std::lock_guard lock(g_process_mutex);
   if (g_process_engine) return g_process_engine;
   auto registry = std::shared_ptr<ShmRegistry>(ShmRegistry::attach(err).release());

@@ -111,6 +111,16 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // fork(): the process's progress thread is held at a safe point while
+  // another thread forks, so the child inherits no lock it held (the
+  // allocator's included: some have no fork handler of their own).
+  // Bounded: a progress thread that does not park in time is not waited for.
+  void hold_progress_for_fork();
+  void release_progress_after_fork();
+  bool progress_parked_for_fork() const {
+    return progress_parked_.load(std::memory_order_acquire) != 0;
+  }
+
   // The engine of this process on the shared-memory wire, created on first
   // use. nullptr + err when the shared registry or mailbox can't be set up.
   static Engine* process(Errno& err);
@@ -259,6 +269,7 @@ class Engine {
   void deliver_multicast(const packet::DecodedPacket& pkt);
   // progress_thread.cc
   void progress_thread_main();
+  void park_for_fork();
   // Sleeps on the wire's doorbell until a frame (or, while an application
   // thread polls, until the last poller leaves one behind), a wake() or the
   // next timer.
@@ -310,6 +321,8 @@ class Engine {
   thread_local static inline uint32_t application_polls_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> progress_sleeps_until_ns_{0};  // 0: not asleep
+  std::atomic<uint32_t> fork_gate_{0};        // 1: the progress thread must park
+  std::atomic<uint32_t> progress_parked_{0};  // 1: it has
   std::thread progress_thread_;
 };
 

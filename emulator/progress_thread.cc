@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "emulator/engine.h"
 
@@ -32,6 +33,9 @@ constexpr uint64_t kIdleSleepNs = 1'000'000'000;
 constexpr uint64_t kDeferredRetryNs = 20'000;
 constexpr int kProgressThreadNice = -10;
 constexpr long kYieldToApplicationNs = 20'000;
+// How long fork() waits for the progress thread to park: 100 ms.
+constexpr int kForkParkPolls = 2'000;
+constexpr long kForkParkPollNs = 50'000;
 
 // How long to keep looking after activity: SOFTVERBS_PROGRESS_SPIN_US, by
 // default long enough to catch the next frame of a ping-pong, and nothing
@@ -73,6 +77,7 @@ void Engine::progress_thread_main() {
   uint64_t last_activity_ns = 0;
 
   while (!stopping_.load(std::memory_order_relaxed)) {
+    if (fork_gate_.load(std::memory_order_acquire) != 0) park_for_fork();
     const bool application_serves = wire_->application_polling();
     const size_t served = application_serves ? kIntakeBusy : progress_on_progress_thread(256);
     if (served == kIntakeBusy) {
@@ -100,6 +105,28 @@ void Engine::progress_thread_main() {
     }
     sleep_until_woken(SleepUntil::kFrameArrives);
   }
+}
+
+void Engine::park_for_fork() {
+  progress_parked_.store(1, std::memory_order_release);
+  while (fork_gate_.load(std::memory_order_acquire) != 0) fork_gate_.wait(1);
+  progress_parked_.store(0, std::memory_order_relaxed);
+}
+
+void Engine::hold_progress_for_fork() {
+  // The progress thread itself forking (from a callback) holds nothing.
+  if (!progress_thread_.joinable() || progress_thread_.get_id() == std::this_thread::get_id())
+    return;
+  fork_gate_.store(1, std::memory_order_release);
+  wire_->wake();
+  for (int i = 0; i < kForkParkPolls; ++i) {
+    if (progress_parked_.load(std::memory_order_acquire) != 0) return;
+    nap(kForkParkPollNs);
+  }
+}
+
+void Engine::release_progress_after_fork() {
+  if (fork_gate_.exchange(0, std::memory_order_acq_rel) != 0) fork_gate_.notify_all();
 }
 
 void Engine::sleep_until_woken(SleepUntil until) {
