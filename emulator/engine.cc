@@ -132,24 +132,32 @@ class RegistryMulticastDirectory final : public MulticastDirectory {
 std::mutex g_process_mutex;
 Engine* g_process_engine = nullptr;
 
+// The engine the fork handlers hold, once it is running. Read without
+// g_process_mutex: the prepare handlers of other libraries (the registry's)
+// run first and take their locks, which Engine::process takes under
+// g_process_mutex; taking it here would close a cycle.
+std::atomic<Engine*> g_engine_to_hold{nullptr};
+
 void hold_engine_for_fork() {
-  g_process_mutex.lock();
-  if (g_process_engine) g_process_engine->hold_progress_for_fork();
+  if (Engine* engine = g_engine_to_hold.load(std::memory_order_acquire))
+    engine->hold_progress_for_fork();
 }
 
 void release_engine_in_parent() {
-  if (g_process_engine) g_process_engine->release_progress_after_fork();
-  g_process_mutex.unlock();
+  if (Engine* engine = g_engine_to_hold.load(std::memory_order_acquire))
+    engine->release_progress_after_fork();
 }
 
 void forget_engine_in_child() {
   new (&g_process_mutex) std::mutex();
   g_process_engine = nullptr;
+  g_engine_to_hold.store(nullptr, std::memory_order_relaxed);
 }
 
 struct ProcessEngineOwner {
   ~ProcessEngineOwner() {
     std::lock_guard lock(g_process_mutex);
+    g_engine_to_hold.store(nullptr, std::memory_order_release);
     delete g_process_engine;
     g_process_engine = nullptr;
   }
@@ -351,6 +359,7 @@ Engine* Engine::process(Errno& err) {
     g_process_engine->add_teardown_hook([routed] { routed->set_intake({}); });
   }
   g_process_engine->start_control_server();
+  g_engine_to_hold.store(g_process_engine, std::memory_order_release);
   err = 0;
   return g_process_engine;
 }
