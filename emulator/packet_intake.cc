@@ -8,18 +8,10 @@
 #include "emulator/engine.h"
 #include "emulator/qp_impl.h"
 #include "emulator/run_frame.h"
+#include "emulator/wire/cpu_relax.h"
 
 namespace softverbs {
 namespace {
-
-// Tells the CPU this is a spin-wait (lets the sibling hyperthread run).
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // The port of `device` a packet arrives at: the one its DLID names, or on
 // RoCE its DGID.

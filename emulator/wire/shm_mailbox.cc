@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "emulator/wire/cpu_relax.h"
 #include "emulator/wire/futex.h"
 
 namespace softverbs {
@@ -31,14 +32,6 @@ constexpr uint32_t kAsleepBesidePollers = 2;
 // takes one from a spinning application; a poll loop's gap between two
 // polls is far shorter.
 constexpr uint64_t kPollerReturnNs = 2'000;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 
