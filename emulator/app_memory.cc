@@ -29,6 +29,14 @@ struct Recovery {
   sigjmp_buf resume;
   uintptr_t begin;
   uintptr_t end;
+  // A second range, for a copy between two places of application memory.
+  uintptr_t other_begin = 0;
+  uintptr_t other_end = 0;
+
+  bool covers(uintptr_t address) const {
+    return (address >= begin && address < end) ||
+           (address >= other_begin && address < other_end);
+  }
 };
 
 // initial-exec: read from a signal handler, which must not allocate a TLS
@@ -74,7 +82,7 @@ void pass_on(int sig, siginfo_t* info, void* context) {
 void on_fault(int sig, siginfo_t* info, void* context) {
   Recovery* recovery = t_recovery;
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
-  if (recovery && info->si_code > 0 && address >= recovery->begin && address < recovery->end) {
+  if (recovery && info->si_code > 0 && recovery->covers(address)) {
     t_recovery = nullptr;
     siglongjmp(recovery->resume, 1);
   }
@@ -98,15 +106,21 @@ void install_fault_handler() {
 using Access = void (*)(void* state);
 
 // Runs access(state), which touches only [app, app+n) of application
-// memory, and reports whether it ran without a fault there. Not inlined:
-// nothing but `recovery` lives across the sigsetjmp.
-[[gnu::noinline]] bool guarded(const void* app, size_t n, Access access, void* state) {
+// memory (and [other, other+n) when `other` is given), and reports whether
+// it ran without a fault there. Not inlined: nothing but `recovery` lives
+// across the sigsetjmp.
+[[gnu::noinline]] bool guarded(const void* app, size_t n, Access access, void* state,
+                               const void* other = nullptr) {
   // The first page is never mapped (vm.mmap_min_addr): no copy need try,
   // and memcpy must not be handed a null pointer.
   if (!app) return false;
   Recovery recovery;
   recovery.begin = reinterpret_cast<uintptr_t>(app);
   recovery.end = recovery.begin + n;
+  if (other) {
+    recovery.other_begin = reinterpret_cast<uintptr_t>(other);
+    recovery.other_end = recovery.other_begin + n;
+  }
   if (sigsetjmp(recovery.resume, 0) != 0) return false;
   t_recovery = &recovery;
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -250,6 +264,18 @@ bool write(void* app, const void* from, size_t n) {
     auto* c = static_cast<CopyState*>(p);
     std::memcpy(c->to, c->from, c->n);
   }, &s);
+}
+
+bool copy(void* to, const void* from, size_t n) {
+  if (n == 0) return true;
+  if (!from) return false;
+  // One system call on the process itself fails with EFAULT for either side.
+  if (current_mode() == Mode::kSyscall) return vm_write(to, from, n);
+  CopyState s{to, from, n};
+  return guarded(to, n, [](void* p) {
+    auto* c = static_cast<CopyState*>(p);
+    std::memcpy(c->to, c->from, c->n);
+  }, &s, from);
 }
 
 bool compare_swap(uint64_t* app, uint64_t compare, uint64_t swap, uint64_t& original) {

@@ -43,6 +43,9 @@ bool read(void* into, const void* app, size_t n);
 // Copies `n` bytes into application memory at `app`. false on a fault
 // (part of it may have been written, as a DMA stopped half-way).
 bool write(void* app, const void* from, size_t n);
+// Copies `n` bytes from application memory to application memory (the
+// two ranges do not overlap). false on a fault in either.
+bool copy(void* to, const void* from, size_t n);
 // The IBTA atomics on an aligned application word; `original` is the value
 // found. false on a fault (nothing changed).
 bool compare_swap(uint64_t* app, uint64_t compare, uint64_t swap, uint64_t& original);

@@ -62,6 +62,19 @@ TEST_P(AppMemory, CopyIntoUnmappedMemoryFailsWithoutASignal) {
   EXPECT_TRUE(app_memory::write(m, data.data(), 64));
 }
 
+TEST_P(AppMemory, CopyBetweenTwoPlacesFailsWhenEitherIsUnmapped) {
+  uint8_t* from = half_unmapped();
+  uint8_t* to = half_unmapped();
+  std::memset(from, 0x5a, 64);
+  ASSERT_TRUE(app_memory::copy(to + 100, from, 64));
+  EXPECT_EQ(to[100], 0x5a);
+  EXPECT_EQ(to[163], 0x5a);
+  // The source runs into its unmapped page, then the destination does.
+  EXPECT_FALSE(app_memory::copy(to, from + page_ - 32, 64));
+  EXPECT_FALSE(app_memory::copy(to + page_ - 32, from, 64));
+  EXPECT_FALSE(app_memory::copy(to, nullptr, 8));
+}
+
 TEST_P(AppMemory, WriteIntoReadOnlyMemoryFails) {
   uint8_t* m = half_unmapped();
   ASSERT_EQ(mprotect(m, page_, PROT_READ), 0);

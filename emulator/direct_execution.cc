@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 
+#include "emulator/app_memory.h"
 #include "emulator/attributes.h"
 #include "emulator/packet/headers.h"
 #include "emulator/shared_lock_word.h"
@@ -56,9 +57,23 @@ struct Unlocker {
   }
 };
 
+// Within this process: a copy per local piece, each guarded on both sides.
+bool copy_here(const DirectOperation& op, uint64_t remote) {
+  for (const RunPiece& p : op.local) {
+    auto* here = reinterpret_cast<void*>(p.addr);
+    auto* there = reinterpret_cast<void*>(remote);
+    if (!(op.read ? app_memory::copy(here, there, p.length)
+                  : app_memory::copy(there, here, p.length)))
+      return false;
+    remote += p.length;
+  }
+  return true;
+}
+
 // The bytes: one call for the whole message. false when anything did not
 // move; `refused` when the kernel forbids it outright.
 bool move_bytes(uint32_t pid, const DirectOperation& op, uint64_t remote, bool& refused) {
+  if (op.same_process) return copy_here(op, remote);
   std::array<iovec, kMaxSge> local;
   size_t n = 0;
   for (const RunPiece& p : op.local) {

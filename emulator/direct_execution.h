@@ -4,7 +4,8 @@
 // target's table (target_table_layout.h), makes the responder's checks
 // (the QP is open to it, the PSN is the one expected, the QP and the MR
 // grant the access, the PD matches, the range lies inside the MR), moves
-// the bytes with one process_vm_writev or process_vm_readv, and advances
+// the bytes with one process_vm_writev or process_vm_readv (a memcpy when
+// the target is the initiator's own process), and advances
 // the responder's PSN and MSN past the message, all under the entries'
 // locks. Anything that does not check out leaves the table as it was, and
 // the operation travels as packets instead, where the responder gives the
@@ -30,6 +31,9 @@ struct DirectOperation {
   uint64_t length = 0;
   // This process's memory the bytes come from (WRITE) or go to (READ).
   std::span<const RunPiece> local;
+  // The target is this process (PeerTargetArea::same_process): the bytes
+  // move with a guarded memcpy instead of a system call.
+  bool same_process = false;
 };
 
 enum class DirectResult {

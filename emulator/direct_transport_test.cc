@@ -1,6 +1,9 @@
 // WRITEs and READs executed on the target directly (direct_execution.h),
 // through the transport: what lands, what the responder makes of it
 // afterwards, and what still travels as packets.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "emulator/transport_test_fixture.h"
 
 namespace softverbs {
@@ -243,6 +246,61 @@ TEST_F(DirectTransport, ShortWritesPostedAheadWithoutPollingBecomePacketsAfterSi
   ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 21, from, b, 0)), 0);
   EXPECT_EQ(a.qp->counters().direct_operations, 17u);
   EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 4u);
+}
+
+// Within one process a direct copy is a memcpy, cheaper than packets at any
+// pace: a stream stays direct.
+TEST_F(DirectTransport, WithinOneProcessShortWritesPostedAheadStayDirect) {
+  wire_->direct_as_same_process(true);
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  fill(a.buffer, 5);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Sge from = sge(a, 64 * id, 64);
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
+  }
+  EXPECT_EQ(a.qp->counters().direct_operations, 20u);
+  EXPECT_TRUE(sent_.empty());
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  EXPECT_TRUE(std::equal(a.buffer.begin() + 64, a.buffer.begin() + 21 * 64, b.buffer.begin() + 64));
+}
+
+// The target's memory was given back to the system after it was
+// registered: the guarded copy fails without a signal, and the operation
+// travels as packets, where the responder answers with the error.
+TEST_F(DirectTransport, WithinOneProcessAnUnmappedTargetFailsAsPacketsWithoutASignal) {
+  wire_->direct_as_same_process(true);
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* gone = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  MrInit init;
+  init.addr = reinterpret_cast<uint64_t>(gone);
+  init.length = page;
+  init.iova = init.addr;
+  init.access = kAccessLocalWrite | kAccessRemoteWrite;
+  Errno err;
+  std::unique_ptr<Mr> mr = hca_->register_mr(*b.pd, init, err);
+  ASSERT_TRUE(mr) << err;
+  munmap(gone, page);
+
+  Sge from = sge(a, 0, 64);
+  SendRequest write = one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0);
+  write.remote_addr = init.addr;
+  write.rkey = mr->rkey();
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
+  run_until_idle();
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
 }
 
 }  // namespace

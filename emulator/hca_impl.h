@@ -11,13 +11,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "emulator/engine.h"
 #include "emulator/hca.h"
 #include "emulator/qp_counters.h"
+#include "emulator/reader_sharded_mutex.h"
 
 namespace softverbs {
 
@@ -33,7 +33,7 @@ struct Hca::Impl {
   std::atomic<AsyncEventSink*> async_sink{nullptr};
   std::atomic<uint32_t> next_pd_handle{1};
 
-  mutable std::shared_mutex mr_mutex;
+  mutable ReaderShardedMutex mr_mutex;  // read by every access, written by (de)registration
   uint32_t next_key_index = 1;
   std::unordered_map<uint32_t, Mr*> mrs_by_key;  // lkey == rkey (a null MR has no rkey)
   // Memory windows by the index part of their R_Keys (memory_window.h).

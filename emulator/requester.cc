@@ -51,7 +51,8 @@ constexpr uint64_t kDirectMaxBytes = 4u << 20;
 // small is executed directly only on a target that would have to be woken
 // (its progress thread asleep, no application thread polling), and never
 // waits for packets in flight to do so. From this size on (that of runs)
-// the one copy always wins.
+// the one copy always wins. (Neither rule holds within one process, where
+// the copy is a memcpy.)
 constexpr uint64_t kDirectAlwaysBytes = 16 * 1024;
 // More WRs than this started since the application last polled the send
 // CQ make a stream (a bandwidth loop posting ahead): its short WRITEs and
@@ -153,7 +154,8 @@ Requester::Step Requester::start_wqe() {
   SendWqe& w = *wqe_;
   if (w.is_local()) return Step::kLocalOperation;
   if (!direct_fits(w)) return Step::kStartPackets;
-  if (w.length < kDirectAlwaysBytes && streaming()) return Step::kStartPackets;
+  if (w.length < kDirectAlwaysBytes && streaming() && !target_in_this_process())
+    return Step::kStartPackets;
   // Only with nothing outstanding: then the responder has taken every
   // earlier request, and this one is next in its order as on the wire.
   const bool outstanding = npsn_ != psn_high_ || packets_in_flight() != 0 ||
@@ -167,6 +169,10 @@ Requester::Step Requester::start_wqe() {
     return Step::kStop;  // the acknowledgement runs us again
   if (direct_probe_in_ != 0) --direct_probe_in_;
   return Step::kStartPackets;
+}
+
+bool Requester::target_in_this_process() {
+  return qp_.engine->direct_target(qp_.destination()).same_process;
 }
 
 bool Requester::streaming() {
@@ -233,7 +239,8 @@ Requester::Step Requester::execute_direct() {
   SendWqe& w = *wqe_;
   const PeerTargetArea target = qp_.engine->direct_target(qp_.destination());
   if (target.bytes.empty()) return direct_declined();
-  if (w.length < kDirectAlwaysBytes && target.attentive) return Step::kStartPackets;
+  if (w.length < kDirectAlwaysBytes && target.attentive && !target.same_process)
+    return Step::kStartPackets;
   const uint64_t index = qp_.sq.next;
   RunFrame local;  // its pieces: where the bytes are in this process
   if (w.inline_len) {
@@ -257,6 +264,7 @@ Requester::Step Requester::execute_direct() {
       .va = w.remote_addr,
       .length = w.length,
       .local = std::span<const RunPiece>(local.pieces.data(), local.piece_count),
+      .same_process = target.same_process,
   };
   switch (execute_directly(target.bytes, op)) {
     case DirectResult::kRefused: qp_.engine->refuse_direct(); return direct_declined();

@@ -86,6 +86,9 @@ class Requester {
   // Counts a WQE started: true when the application posts ahead without
   // polling the send CQ in between (requester.cc, kStreamStarts).
   bool streaming();
+  // The target QP lives in this process: a direct copy is a memcpy there,
+  // cheaper than packets at any size and pace.
+  bool target_in_this_process();
   Step send_atomic();
   Step send_atomic_write();
   Step send_read_request();

@@ -41,12 +41,15 @@ class LoopbackWire final : public Wire {
   bool accepts_runs(const WireAddress&) override { return runs_allowed_ && accepting_runs_; }
   void set_accepting_runs(bool accepting) override { accepting_runs_ = accepting; }
   // Every QP is in this process, so one target area serves them all; a
-  // test that wants direct execution says allow_direct().
+  // test that wants direct execution says allow_direct(). The targets pass
+  // for another process's (copies by system call, the rules of a peer)
+  // unless the test says direct_as_same_process().
   void allow_direct(bool allow) { direct_allowed_ = allow; }
+  void direct_as_same_process(bool same) { direct_same_process_ = same; }
   std::span<uint8_t> own_target_area() override { return target_area_->bytes; }
   PeerTargetArea peer_target_area(const WireAddress&) override {
     if (!direct_allowed_) return {};
-    return PeerTargetArea{target_area_, target_area_->bytes};
+    return PeerTargetArea{target_area_, target_area_->bytes, false, direct_same_process_};
   }
 
  private:
@@ -58,6 +61,7 @@ class LoopbackWire final : public Wire {
   WireCounters counters_;
   bool runs_allowed_ = false;
   bool accepting_runs_ = false;
+  bool direct_same_process_ = false;
   struct TargetArea {
     alignas(64) std::array<uint8_t, kMailboxTargetAreaBytes> bytes{};
   };

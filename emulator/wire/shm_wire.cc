@@ -348,6 +348,11 @@ void ShmWire::set_accepting_runs(bool accepting) { inbox_->set_accepting_runs(ac
 PeerTargetArea ShmWire::peer_target_area(const WireAddress& dst) {
   ProcessRef owner;
   if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return {};
+  const ProcessRef self = registry_.self();
+  if (owner.slot == self.slot && owner.generation == self.generation) {
+    // A QP of this process: the table is ours, and so is the memory.
+    return PeerTargetArea{nullptr, inbox_->target_area(), false, true};
+  }
   std::lock_guard lock(send_mutex_);
   Peer* peer = peer_for_locked(owner);
   if (peer == nullptr) return {};

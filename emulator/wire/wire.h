@@ -62,6 +62,9 @@ struct PeerTargetArea {
   // The peer serves packets now without being woken: its progress thread
   // is awake or an application thread of it polls.
   bool attentive = false;
+  // The peer is this very process: its memory is ours to copy, no system
+  // call needed.
+  bool same_process = false;
 };
 
 // Writes one frame into `room` and returns its size; 0 means nothing is sent
