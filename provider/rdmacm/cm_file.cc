@@ -13,6 +13,7 @@
 
 #include "provider/rdmacm/cm_file_commands.h"
 #include "provider/rdmacm/cm_file_table.h"
+#include "provider/rdmacm/kernel_rdma_cm.h"
 
 namespace softverbs::provider {
 namespace {
@@ -57,6 +58,9 @@ ssize_t CmFile::write_command(const void* buffer, size_t count) {
 }
 
 int CmFile::dispatch(uint32_t command, const uint8_t* in, size_t in_length, size_t out_length) {
+  bool forwarded = false;
+  const int result = forward_if_kernel(command, in, in_length, out_length, forwarded);
+  if (forwarded) return result;
   switch (command) {
     case RDMA_USER_CM_CMD_CREATE_ID:
       if (out_length < sizeof(rdma_ucm_create_id_resp)) return ENOSPC;
@@ -141,11 +145,16 @@ int CmFile::create_id(const uint8_t* in, size_t in_length) {
   return 0;
 }
 
-std::vector<uint32_t> CmFile::drop_pending_requests(uint32_t listen_id) {
-  std::vector<uint32_t> dropped;
+std::vector<CmFile::PendingRequest> CmFile::drop_pending_requests(uint32_t listen_id) {
+  std::vector<PendingRequest> dropped;
   std::erase_if(events_, [&](const CmFileEvent& e) {
     if (!e.connect_request || e.listen_id != listen_id) return false;
-    dropped.push_back(e.id);
+    PendingRequest request{e.id, std::nullopt};
+    if (auto it = ids_.find(e.id); it != ids_.end() && it->second.forwarded) {
+      request.kernel_id = it->second.kernel_id;
+      kernel_ids_.erase(it->second.kernel_id);
+    }
+    dropped.push_back(request);
     ids_.erase(e.id);
     return true;
   });
@@ -155,12 +164,15 @@ std::vector<uint32_t> CmFile::drop_pending_requests(uint32_t listen_id) {
 int CmFile::destroy_id(const uint8_t* in, size_t in_length) {
   const auto command = command_of<rdma_ucm_destroy_id>(in, in_length);
   rdma_ucm_destroy_id_resp response{};
-  std::vector<uint32_t> requests;
+  std::vector<PendingRequest> requests;
+  std::optional<uint32_t> shadow;
   {
     std::lock_guard lock(mutex_);
     auto it = ids_.find(command.id);
     if (it == ids_.end()) return ENOENT;
     response.events_reported = it->second.events_reported;
+    shadow = it->second.shadow_kernel_id;
+    if (shadow) kernel_ids_.erase(*shadow);
     ids_.erase(it);
     // Events not yet read go with the id; the eventfd's count is then too
     // high, which get_event() absorbs.
@@ -173,7 +185,8 @@ int CmFile::destroy_id(const uint8_t* in, size_t in_length) {
     update_readiness();
   }
   // Unread requests are refused, as the kernel refuses them.
-  for (uint32_t request : requests) manager_->destroy_id(request);
+  release_requests(requests);
+  if (shadow) destroy_kernel_id(*shadow);
   manager_->destroy_id(command.id);
   respond(command.response, response);
   return 0;
@@ -184,12 +197,19 @@ int CmFile::migrate_id(const uint8_t* in, size_t in_length) {
   std::shared_ptr<CmFile> source = find_cm_file(static_cast<int>(command.fd));
   if (!source) return ::fcntl(static_cast<int>(command.fd), F_GETFD) < 0 ? ENOENT : EINVAL;
   rdma_ucm_migrate_resp response{};
+  bool forwarded = false;
   if (source.get() != this) {
+    // An id the kernel's CM serves moves between the kernel's files too.
+    if (int err = migrate_kernel_id(*source, command.id, forwarded)) return err;
     std::scoped_lock lock(mutex_, source->mutex_);
     auto it = source->ids_.find(command.id);
     if (it == source->ids_.end()) return ENOENT;
     response.events_reported = it->second.events_reported;
     ids_[command.id] = it->second;
+    if (forwarded) {
+      source->kernel_ids_.erase(it->second.kernel_id);
+      kernel_ids_[it->second.kernel_id] = command.id;
+    }
     source->ids_.erase(it);
     std::erase_if(source->events_, [&](CmFileEvent& e) {
       if (e.id != command.id || e.connect_request) return false;
@@ -204,8 +224,9 @@ int CmFile::migrate_id(const uint8_t* in, size_t in_length) {
     auto it = ids_.find(command.id);
     if (it == ids_.end()) return ENOENT;
     response.events_reported = it->second.events_reported;
+    forwarded = it->second.forwarded;
   }
-  manager_->set_sink(command.id, *this);
+  if (!forwarded) manager_->set_sink(command.id, *this);
   respond(command.response, response);
   return 0;
 }
@@ -239,7 +260,8 @@ int CmFile::get_event(const uint8_t* in, size_t in_length) {
   }
   std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(command.response)),
               event.response.data(), event.response.size());
-  if (event.connect_request) manager_->connect_request_delivered(event.listen_id);
+  if (event.connect_request && !event.from_kernel)
+    manager_->connect_request_delivered(event.listen_id);
   return 0;
 }
 
@@ -310,17 +332,27 @@ void CmFile::wait_for_event_thread(std::unique_lock<std::mutex>& lock) {
 
 void CmFile::close() {
   std::vector<uint32_t> ids;
+  std::unique_ptr<KernelRdmaCm> kernel;
   {
     std::unique_lock lock(mutex_);
     wait_for_event_thread(lock);
     closed_ = true;
-    for (const auto& [handle, id] : ids_) ids.push_back(handle);
+    for (const auto& [handle, id] : ids_)
+      if (!id.forwarded) ids.push_back(handle);
     ids_.clear();
     events_.clear();
     multicasts_.clear();
+    kernel_ids_.clear();
+    kernel_multicasts_.clear();
     update_readiness();
+    kernel = std::move(kernel_);
   }
+  // Closing the kernel's file destroys its ids; its event thread is
+  // stopped first, outside our lock, which that thread takes.
+  kernel.reset();
   for (uint32_t id : ids) manager_->destroy_id(id);
 }
+
+CmFile::~CmFile() = default;
 
 }  // namespace softverbs::provider

@@ -44,7 +44,7 @@ int CmFile::bind_ip(const uint8_t* in, size_t in_length) {
                             sizeof command.addr, address))
     return err;
   if (!has_id(command.id)) return ENOENT;
-  return manager_->bind(command.id, address);
+  return bind_soft(command.id, address);
 }
 
 int CmFile::bind(const uint8_t* in, size_t in_length) {
@@ -55,7 +55,31 @@ int CmFile::bind(const uint8_t* in, size_t in_length) {
                             command.addr_size, address))
     return err;
   if (!has_id(command.id)) return ENOENT;
-  return manager_->bind(command.id, address);
+  return bind_soft(command.id, address);
+}
+
+// Beside the kernel's CM, a port of the any address (or loopback, which
+// binds like it) is the port on every device: it is held on the kernel's
+// file too (cm_file_forwarding.cc), first when the program names it, so
+// that a port the kernel's devices use is refused as the kernel refuses it.
+int CmFile::bind_soft(uint32_t id, const cm::IpEndpoint& address) {
+  const bool held_on_kernel = !has_device_address(address) && forwarding_possible();
+  if (held_on_kernel && address.port != 0) {
+    if (int err = hold_port_on_kernel(id, address)) return err;
+  }
+  if (int err = manager_->bind(id, address)) {
+    if (held_on_kernel) drop_kernel_hold(id);
+    return err;
+  }
+  if (held_on_kernel && address.port == 0) {
+    cm::IdAddressing bound;
+    if (manager_->query(id, bound) == 0) {
+      cm::IpEndpoint chosen = address;
+      chosen.port = bound.source.port;
+      hold_port_on_kernel(id, chosen);  // best effort: the soft devices have it
+    }
+  }
+  return 0;
 }
 
 int CmFile::resolve_ip(const uint8_t* in, size_t in_length) {

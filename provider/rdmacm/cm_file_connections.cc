@@ -66,7 +66,9 @@ int CmFile::connect(const uint8_t* in, size_t in_length) {
 int CmFile::listen(const uint8_t* in, size_t in_length) {
   const auto command = command_of<rdma_ucm_listen>(in, in_length);
   if (!has_id(command.id)) return ENOENT;
-  return manager_->listen(command.id, static_cast<int>(command.backlog));
+  if (int err = manager_->listen(command.id, static_cast<int>(command.backlog))) return err;
+  listen_on_kernel_too(command.id, command.backlog);
+  return 0;
 }
 
 int CmFile::accept(const uint8_t* in, size_t in_length) {
@@ -139,6 +141,16 @@ int CmFile::init_qp_attr(const uint8_t* in, size_t in_length) {
 
 int CmFile::set_option(const uint8_t* in, size_t in_length) {
   const auto command = command_of<rdma_ucm_set_option>(in, in_length);
+  const int err = set_soft_option(command);
+  // Kept, for the kernel's CM if the id moves there (cm_file_forwarding.cc).
+  if (err == 0)
+    record_option(command.id, command.level, command.optname,
+                  reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(command.optval)),
+                  command.optlen);
+  return err;
+}
+
+int CmFile::set_soft_option(const rdma_ucm_set_option& command) {
   if (!has_id(command.id)) return ENOENT;
   const auto* value = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(command.optval));
   auto as_int = [&](int& out) {
