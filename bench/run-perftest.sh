@@ -128,6 +128,7 @@ for size in $SIZES; do
 done
 PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 hop futex)
 for t in $THREAD_COUNTS; do PLAN+=("threads:$t"); done
+for t in $THREAD_COUNTS; do PLAN+=("threads_send:$t"); done
 PLAN+=(qps:2 "qps:$QP_COUNT" 'gbench:^hot_')
 ((QUICK)) || PLAN+=('gbench:^rc_.*_pingpong' 'gbench:^rc_write_bandwidth')
 if [[ -n $only ]]; then

@@ -1,6 +1,8 @@
 // bench_threads: T threads of one verbs context, each with its own loopback
 // pair of RC QPs, its own CQs and its own memory region, stream RDMA WRITEs
-// of BYTES bytes as fast as they can for SECONDS seconds. The bench runs it
+// (or SENDs, with OPCODE `send`: each thread also takes its own receives
+// and posts them again) of BYTES bytes as fast as they can for SECONDS
+// seconds. The bench runs it
 // with T = 1 and T > 1 side by side: a provider whose threads don't get in
 // each other's way gives T times the message rate of one thread.
 // Public verbs API only; run it under `softverbs run --`.
@@ -66,14 +68,47 @@ void close_lane(Lane& lane) {
   if (lane.mr) ibv_dereg_mr(lane.mr);
 }
 
-// Streams WRITEs from the first half of the lane's buffer to the second
-// until `stop`; counts completions in lane.completed.
-void stream(Lane& lane, uint32_t bytes, const std::atomic<bool>& stop) {
+// A receive into the second half of the lane's buffer.
+bool post_receive(Lane& lane, uint32_t bytes) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(lane.buffer.get() + bytes), bytes, lane.mr->lkey};
+  ibv_recv_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (ibv_post_recv(lane.qp_b, &wr, &bad) == 0) return true;
+  lane.error = "ibv_post_recv failed";
+  return false;
+}
+
+// The receiving QP's completions, each receive posted again.
+bool take_receives(Lane& lane, uint32_t bytes) {
+  ibv_wc received[kWindow];
+  const int n = ibv_poll_cq(lane.cq_b, kWindow, received);
+  if (n < 0) {
+    lane.error = "ibv_poll_cq failed";
+    return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (received[i].status != IBV_WC_SUCCESS) {
+      lane.error = std::string("receive with status ") + ibv_wc_status_str(received[i].status);
+      return false;
+    }
+    if (!post_receive(lane, bytes)) return false;
+  }
+  return true;
+}
+
+// Streams WRITEs (SENDs) from the first half of the lane's buffer to the
+// second until `stop`; counts completions in lane.completed.
+void stream(Lane& lane, uint32_t bytes, bool sends, const std::atomic<bool>& stop) {
+  if (sends)
+    for (uint32_t i = 0; i < kDepth; ++i)
+      if (!post_receive(lane, bytes)) return;
   ibv_sge sge{reinterpret_cast<uintptr_t>(lane.buffer.get()), bytes, lane.mr->lkey};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = sends ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(lane.buffer.get() + bytes);
   wr.wr.rdma.rkey = lane.mr->rkey;
@@ -94,6 +129,7 @@ void stream(Lane& lane, uint32_t bytes, const std::atomic<bool>& stop) {
       lane.error = "ibv_poll_cq failed";
       return;
     }
+    if (sends && !take_receives(lane, bytes)) return;
     for (int i = 0; i < done; ++i) {
       if (completions[i].status != IBV_WC_SUCCESS) {
         lane.error = std::string("completion with status ") + ibv_wc_status_str(completions[i].status);
@@ -115,6 +151,7 @@ void stream(Lane& lane, uint32_t bytes, const std::atomic<bool>& stop) {
     const int done = ibv_poll_cq(lane.cq_a, kWindow, completions);
     if (done < 0) break;
     outstanding -= done;
+    if (sends && !take_receives(lane, bytes)) break;
   }
 }
 
@@ -132,15 +169,20 @@ int fail(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argc > 4) {
-    std::fprintf(stderr, "usage: bench_threads THREADS SECONDS [BYTES]   (under `softverbs run --`)\n");
+  if (argc < 3 || argc > 5) {
+    std::fprintf(stderr,
+                 "usage: bench_threads THREADS SECONDS [BYTES [write|send]]   (under `softverbs run --`)\n");
     return 2;
   }
   const int threads = std::atoi(argv[1]);
   const double seconds = std::atof(argv[2]);
-  const long bytes = argc == 4 ? std::atol(argv[3]) : 8;
+  const long bytes = argc >= 4 ? std::atol(argv[3]) : 8;
+  const std::string opcode = argc == 5 ? argv[4] : "write";
   if (threads < 1 || threads > 256 || seconds <= 0 || bytes < 1 || bytes > (1 << 30))
     return fail("THREADS must be 1..256, SECONDS > 0, BYTES 1..2^30");
+  if (opcode != "write" && opcode != "send")
+    return fail("the opcode is `write` or `send`, not `" + opcode + "`");
+  const bool sends = opcode == "send";
 
   const char* device = std::getenv("SOFTVERBS_BENCH_DEVICE");
   std::string error;
@@ -161,7 +203,7 @@ int main(int argc, char** argv) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
   for (auto& lane : lanes)
-    workers.emplace_back([&, lane = lane.get()] { stream(*lane, static_cast<uint32_t>(bytes), stop); });
+    workers.emplace_back([&, lane = lane.get()] { stream(*lane, static_cast<uint32_t>(bytes), sends, stop); });
   std::this_thread::sleep_for(kWarmUp);
   const uint64_t first = total_completed(lanes);
   const auto begin = Clock::now();

@@ -182,9 +182,12 @@ measure_limit() {
   esac
 }
 
+# threads:T streams WRITEs, threads_send:T SENDs (each thread takes its own
+# receives too).
 measure_threads() {
-  local id=$1 threads=${1#*:}
-  run_program "$id" "$CLI" run -- "$BENCH_BIN/bench_threads" "$threads" "$THREAD_SECONDS" 8 || return
+  local id=$1 threads=${1#*:} opcode=write
+  [[ $id == threads_send:* ]] && opcode=send
+  run_program "$id" "$CLI" run -- "$BENCH_BIN/bench_threads" "$threads" "$THREAD_SECONDS" 8 $opcode || return
   record "$id" rate "$(value_of rate "$RUN_OUT")"
   record "$id" per_thread "$(value_of per_thread "$RUN_OUT")"
   NOTE="$(value_of rate "$RUN_OUT") msg/s in all, $(value_of per_thread "$RUN_OUT") per thread"
@@ -308,7 +311,7 @@ measure() {
     ib_*) measure_perftest "$1" ;;
     fi_pingpong:*) measure_fi_pingpong "$1" ;;
     hop | futex | memcpy:* | cma:*) measure_limit "$1" ;;
-    threads:*) measure_threads "$1" ;;
+    threads:* | threads_send:*) measure_threads "$1" ;;
     qps:*) measure_qps "$1" ;;
     gbench:*) measure_gbench "$1" ;;
     *) record_failure "$1" "unknown measurement" ;;

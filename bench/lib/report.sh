@@ -200,14 +200,18 @@ limits_table() {
 }
 
 threads_table() {
-  echo "| threads | messages/s, all threads | per thread | per thread vs one thread alone |"
-  echo "|---:|---:|---:|---:|"
-  local t stats ratio text
-  for t in $THREAD_COUNTS; do
-    stats=$(ratio_stats "threads:$t|per_thread" "threads:1|rate")
-    text=–
-    [[ -n $stats ]] && IFS=$'\t' read -r ratio text <<<"$stats" && text+="x"
-    echo "| $t | $(cell "threads:$t" rate) | $(cell "threads:$t" per_thread) | $text |"
+  echo "| operation | threads | messages/s, all threads | per thread | per thread vs one thread alone |"
+  echo "|---|---:|---:|---:|---:|"
+  local t stats ratio text kind label
+  for kind in threads threads_send; do
+    label=WRITE
+    [[ $kind == threads_send ]] && label=SEND
+    for t in $THREAD_COUNTS; do
+      stats=$(ratio_stats "$kind:$t|per_thread" "$kind:1|rate")
+      text=–
+      [[ -n $stats ]] && IFS=$'\t' read -r ratio text <<<"$stats" && text+="x"
+      echo "| $label | $t | $(cell "$kind:$t" rate) | $(cell "$kind:$t" per_thread) | $text |"
+    done
   done
 }
 
@@ -313,8 +317,9 @@ report_body() {
   echo
   echo "$h Threads of one context"
   echo
-  echo "bench_threads: each thread streams 8 B RDMA WRITEs on its own loopback pair of RC QPs with its"
-  echo "own CQs and memory region, 32 in flight, for ${THREAD_SECONDS} s."
+  echo "bench_threads: each thread streams 8 B RDMA WRITEs (SENDs, with the receives taken and posted"
+  echo "again by the same thread) on its own loopback pair of RC QPs with its own CQs and memory region,"
+  echo "32 in flight, for ${THREAD_SECONDS} s. The target row is the WRITEs'."
   echo
   threads_table
   echo

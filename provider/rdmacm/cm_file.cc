@@ -206,9 +206,11 @@ int CmFile::migrate_id(const uint8_t* in, size_t in_length) {
     if (it == source->ids_.end()) return ENOENT;
     response.events_reported = it->second.events_reported;
     ids_[command.id] = it->second;
-    if (forwarded) {
-      source->kernel_ids_.erase(it->second.kernel_id);
-      kernel_ids_[it->second.kernel_id] = command.id;
+    const std::optional<uint32_t> kernel_id =
+        forwarded ? std::optional<uint32_t>(it->second.kernel_id) : it->second.shadow_kernel_id;
+    if (kernel_id) {
+      source->kernel_ids_.erase(*kernel_id);
+      kernel_ids_[*kernel_id] = command.id;
     }
     source->ids_.erase(it);
     std::erase_if(source->events_, [&](CmFileEvent& e) {

@@ -409,7 +409,9 @@ int CmFile::hold_port_on_kernel(uint32_t handle, const cm::IpEndpoint& address) 
   rdma_ucm_bind bind{};
   bind.id = kernel_id;
   bind.addr_size = static_cast<uint16_t>(write_sockaddr(address, &bind.addr, sizeof bind.addr));
-  if (int err = kernel_file()->command(RDMA_USER_CM_CMD_BIND, &bind, sizeof bind, 0)) {
+  KernelRdmaCm* kernel = kernel_file();
+  if (!kernel) return 0;  // closed meanwhile
+  if (int err = kernel->command(RDMA_USER_CM_CMD_BIND, &bind, sizeof bind, 0)) {
     destroy_kernel_id(kernel_id);
     return err;
   }
@@ -457,7 +459,8 @@ void CmFile::listen_on_kernel_too(uint32_t handle, uint32_t backlog) {
   rdma_ucm_listen listen{};
   listen.id = *shadow;
   listen.backlog = backlog;
-  kernel_file()->command(RDMA_USER_CM_CMD_LISTEN, &listen, sizeof listen, 0);
+  if (KernelRdmaCm* kernel = kernel_file())
+    kernel->command(RDMA_USER_CM_CMD_LISTEN, &listen, sizeof listen, 0);
 }
 
 int CmFile::migrate_kernel_id(CmFile& source, uint32_t handle, bool& forwarded) {
@@ -468,8 +471,14 @@ int CmFile::migrate_kernel_id(CmFile& source, uint32_t handle, bool& forwarded) 
     auto it = source.ids_.find(handle);
     if (it == source.ids_.end()) return ENOENT;
     forwarded = it->second.forwarded;
-    if (!forwarded) return 0;
-    kernel_id = it->second.kernel_id;
+    // The kernel id that goes with it: its own, or the one holding its port.
+    if (forwarded) {
+      kernel_id = it->second.kernel_id;
+    } else if (it->second.shadow_kernel_id) {
+      kernel_id = *it->second.shadow_kernel_id;
+    } else {
+      return 0;
+    }
     if (source.kernel_) source_fd = source.kernel_->fd();
   }
   KernelRdmaCm* kernel = kernel_file();
