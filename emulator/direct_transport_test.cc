@@ -270,10 +270,11 @@ TEST_F(DirectTransport, WithinOneProcessShortWritesPostedAheadStayDirect) {
   EXPECT_TRUE(std::equal(a.buffer.begin() + 64, a.buffer.begin() + 21 * 64, b.buffer.begin() + 64));
 }
 
-// The target's memory was given back to the system after it was
-// registered: the guarded copy fails without a signal, and the operation
+// The target's memory became inaccessible after it was registered (made
+// PROT_NONE rather than unmapped, so that nothing else is mapped there
+// meanwhile): the guarded copy fails without a signal, and the operation
 // travels as packets, where the responder answers with the error.
-TEST_F(DirectTransport, WithinOneProcessAnUnmappedTargetFailsAsPacketsWithoutASignal) {
+TEST_F(DirectTransport, WithinOneProcessAnInaccessibleTargetFailsAsPacketsWithoutASignal) {
   wire_->direct_as_same_process(true);
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   connect(a, b, 0, 0);
@@ -288,7 +289,7 @@ TEST_F(DirectTransport, WithinOneProcessAnUnmappedTargetFailsAsPacketsWithoutASi
   Errno err;
   std::unique_ptr<Mr> mr = hca_->register_mr(*b.pd, init, err);
   ASSERT_TRUE(mr) << err;
-  munmap(gone, page);
+  ASSERT_EQ(0, mprotect(gone, page, PROT_NONE));
 
   Sge from = sge(a, 0, 64);
   SendRequest write = one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0);
@@ -301,6 +302,8 @@ TEST_F(DirectTransport, WithinOneProcessAnUnmappedTargetFailsAsPacketsWithoutASi
   Completion c;
   ASSERT_TRUE(poll_one(*a.send_cq, c));
   EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  mr.reset();
+  munmap(gone, page);
 }
 
 }  // namespace

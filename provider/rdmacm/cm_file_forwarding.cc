@@ -180,10 +180,10 @@ bool CmFile::moves_to_kernel(uint32_t command, const uint8_t* in, size_t in_leng
   }
   cm::IdAddressing addressing;
   if (manager_->query(id, addressing) == 0 && addressing.has_device) return false;
+  // A source address named (not the any address) decides alone.
   const auto* from = reinterpret_cast<const sockaddr*>(&source);
-  if (source.ss_family == AF_INET || source.ss_family == AF_INET6) {
-    if (kernel_owns_address(from)) return true;
-  }
+  if ((source.ss_family == AF_INET || source.ss_family == AF_INET6) && !is_any_or_loopback(from))
+    return kernel_owns_address(from);
   if (destination.ss_family != AF_INET && destination.ss_family != AF_INET6) return false;
   return kernel_reaches(reinterpret_cast<const sockaddr*>(&destination));
 }
