@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -269,12 +270,21 @@ bool write(void* app, const void* from, size_t n) {
 bool copy(void* to, const void* from, size_t n) {
   if (n == 0) return true;
   if (!from) return false;
-  // One system call on the process itself fails with EFAULT for either side.
-  if (current_mode() == Mode::kSyscall) return vm_write(to, from, n);
+  // One system call on the process itself fails with EFAULT for either
+  // side; it copies forward, so overlapping ranges go through a copy.
+  if (current_mode() == Mode::kSyscall) {
+    const auto a = reinterpret_cast<uintptr_t>(to), b = reinterpret_cast<uintptr_t>(from);
+    if (a < b + n && b < a + n) {
+      std::vector<uint8_t> bounce(n);
+      return vm_read(bounce.data(), from, n) && vm_write(to, bounce.data(), n);
+    }
+    return vm_write(to, from, n);
+  }
   CopyState s{to, from, n};
+  // memmove: a WRITE within one MR may name a range that overlaps its source.
   return guarded(to, n, [](void* p) {
     auto* c = static_cast<CopyState*>(p);
-    std::memcpy(c->to, c->from, c->n);
+    std::memmove(c->to, c->from, c->n);
   }, &s, from);
 }
 

@@ -44,7 +44,7 @@ bool read(void* into, const void* app, size_t n);
 // (part of it may have been written, as a DMA stopped half-way).
 bool write(void* app, const void* from, size_t n);
 // Copies `n` bytes from application memory to application memory (the
-// two ranges do not overlap). false on a fault in either.
+// two ranges may overlap). false on a fault in either.
 bool copy(void* to, const void* from, size_t n);
 // The IBTA atomics on an aligned application word; `original` is the value
 // found. false on a fault (nothing changed).

@@ -73,6 +73,10 @@ TEST_P(AppMemory, CopyBetweenTwoPlacesFailsWhenEitherIsUnmapped) {
   EXPECT_FALSE(app_memory::copy(to, from + page_ - 32, 64));
   EXPECT_FALSE(app_memory::copy(to + page_ - 32, from, 64));
   EXPECT_FALSE(app_memory::copy(to, nullptr, 8));
+  // Overlapping ranges, as a WRITE within one MR may name them.
+  for (int i = 0; i < 64; ++i) from[i] = static_cast<uint8_t>(i);
+  ASSERT_TRUE(app_memory::copy(from + 8, from, 32));
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(from[8 + i], i) << i;
 }
 
 TEST_P(AppMemory, WriteIntoReadOnlyMemoryFails) {
