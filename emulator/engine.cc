@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "emulator/gsi_routing.h"
 #include "emulator/hca_impl.h"
 #include "emulator/internal_thread.h"
+#include "emulator/local_delivery.h"
 #include "emulator/qp_impl.h"
 #include "emulator/run_frame.h"
 #include "emulator/target_table.h"
@@ -206,6 +208,10 @@ Engine::Engine(Config config)
   runs_enabled_ = !(runs && std::string_view(runs) == "0");
   const char* direct = std::getenv("SOFTVERBS_DIRECT");
   direct_enabled_ = !(direct && std::string_view(direct) == "0");
+  const char* local = std::getenv("SOFTVERBS_LOCAL_DELIVERY");
+  local_delivery_enabled_ = config.local_delivery && !(local && std::string_view(local) == "0");
+  local_qpns_.reset(static_cast<uint64_t*>(
+      std::calloc(kMaxRegistryDevices * kQpnTableSize / 64, sizeof(uint64_t))));
   target_table_ = std::make_unique<TargetTable>(wire_->own_target_area());
   multicast_ = config.multicast ? std::move(config.multicast)
                                 : std::make_unique<LocalMulticastDirectory>();
@@ -352,6 +358,7 @@ Engine* Engine::process(Errno& err) {
   config.cm_ports = std::make_unique<RegistryCmPortDirectory>(*registry);
   config.keepalive = registry;
   config.capture = capture;
+  config.local_delivery = true;
   g_process_engine = new Engine(std::move(config));
   if (routed) {
     g_process_engine->reaches_other_hosts_ = true;
@@ -371,7 +378,9 @@ Errno Engine::add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn) {
   // Set before intake can see the QP; read-only from then on.
   qp->qpn = qpn;
   std::lock_guard lock(intake_mutex_);
+  std::lock_guard table(qp_table_mutex_);
   qps_[qp_key(device_index, qpn)] = qp;
+  mark_local_qpn(device_index, qpn, true);
   return 0;
 }
 
@@ -379,7 +388,9 @@ void Engine::remove_qp(uint32_t device_index, uint32_t qpn) {
   {
     // Taken blocking: once it is ours, no intake holds the QP any more.
     std::lock_guard lock(intake_mutex_);
+    std::lock_guard table(qp_table_mutex_);
     if (qps_.erase(qp_key(device_index, qpn)) == 0) return;
+    mark_local_qpn(device_index, qpn, false);
   }
   qpns_->release(device_index, qpn);
 }
@@ -391,18 +402,50 @@ QpImpl* Engine::find_qp(uint32_t device_index, uint32_t qpn) const {
 
 // ---- transmission
 
-void Engine::send_frame(const WireAddress& dst, std::span<const uint8_t> frame) {
+void Engine::FreeDeleter::operator()(uint64_t* p) const { std::free(p); }
+
+void Engine::mark_local_qpn(uint32_t device_index, uint32_t qpn, bool here) {
+  if (device_index >= kMaxRegistryDevices || qpn >= kQpnTableSize || !local_qpns_) return;
+  const size_t bit = size_t{device_index} * kQpnTableSize + qpn;
+  std::atomic_ref<uint64_t> word(local_qpns_[bit / 64]);
+  if (here)
+    word.fetch_or(uint64_t{1} << (bit % 64), std::memory_order_release);
+  else
+    word.fetch_and(~(uint64_t{1} << (bit % 64)), std::memory_order_release);
+}
+
+bool Engine::delivers_locally(const WireAddress& dst) const {
+  // QPNs below the first allocatable (QP0, QP1) name a port, not a QP, and
+  // a multicast QPN names a group: those go by the wire, which routes them.
+  if (!local_delivery_enabled_ || !local_qpns_ || dst.device_index >= kMaxRegistryDevices ||
+      dst.qpn < kFirstAllocatableQpn || dst.qpn >= kQpnTableSize)
+    return false;
+  if (fault_injector_ && fault_injector_->sees_every_packet()) return false;
+  const size_t bit = size_t{dst.device_index} * kQpnTableSize + dst.qpn;
+  std::atomic_ref<uint64_t> word(local_qpns_[bit / 64]);
+  return word.load(std::memory_order_acquire) & (uint64_t{1} << (bit % 64));
+}
+
+void Engine::send_frame(const WireAddress& dst, std::span<const uint8_t> frame, bool local) {
   counters_.frames_sent.fetch_add(1, std::memory_order_relaxed);
+  if (local) return LocalDelivery::keep(*this, dst, frame);
   if (!wire_->send(dst, frame))
     counters_.frames_dropped_unroutable.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A frame delivered locally never leaves this process's private memory: it
+// goes without an ICRC, which would cost a CRC pass on each side.
+static packet::Icrc icrc_for(bool local) {
+  return local ? packet::Icrc::kOmitted : packet::Icrc::kComputed;
 }
 
 void Engine::transmit(const WireAddress& dst, const packet::Headers& headers,
                       std::span<const uint8_t> payload) {
   std::span<uint8_t> buffer = frame_buffer();
-  const size_t n = packet::encode_ib(headers, payload, buffer);
+  const bool local = delivers_locally(dst);
+  const size_t n = packet::encode_ib(headers, payload, buffer, icrc_for(local));
   if (n == 0) return;  // unknown opcode or oversized: a bug, nothing to send
-  send_frame(dst, buffer.first(n));
+  send_frame(dst, buffer.first(n), local);
 }
 
 WcStatus Engine::transmit_gathered(const WireAddress& dst, const packet::Headers& headers,
@@ -415,8 +458,9 @@ WcStatus Engine::transmit_gathered(const WireAddress& dst, const packet::Headers
   std::span<uint8_t> payload = buffer.subspan(header_bytes, length);
   if (WcStatus st = gatherer.gather(payload); st != WcStatus::kSuccess) return st;
   if (!port_up) return WcStatus::kSuccess;
-  const size_t n = packet::encode_ib(headers, payload, buffer);
-  if (n != 0) send_frame(dst, buffer.first(n));
+  const bool local = delivers_locally(dst);
+  const size_t n = packet::encode_ib(headers, payload, buffer, icrc_for(local));
+  if (n != 0) send_frame(dst, buffer.first(n), local);
   return WcStatus::kSuccess;
 }
 
@@ -439,7 +483,7 @@ PeerTargetArea Engine::direct_target(const WireAddress& dst) {
 void Engine::transmit_run(const WireAddress& dst, const RunFrame& run) {
   std::span<uint8_t> buffer = frame_buffer();
   const size_t n = encode_run(run, buffer);
-  if (n != 0) send_frame(dst, buffer.first(n));
+  if (n != 0) send_frame(dst, buffer.first(n), delivers_locally(dst));
 }
 
 void Engine::refuse_runs() {

@@ -9,7 +9,7 @@
 //    progress() first; others find it taken and go on (try-lock). It also
 //    guards the QP table, so a QP removed under it is reached by no packet
 //    or timer afterwards.
-//  - Lock order: intake -> QP -> CQ; the timer queue, the MR table, the
+//  - Lock order: intake -> QP table -> QP -> CQ; the timer queue, the MR table, the
 //    wire's own locks and the event sinks are taken last and hold nothing.
 //  - A busy-polling application drives progress itself (Cq::poll calls
 //    progress()), so no thread hop sits in its fast path. The progress thread
@@ -38,6 +38,7 @@
 #include "emulator/multicast_directory.h"
 #include "emulator/object_quota.h"
 #include "emulator/packet/codec.h"
+#include "emulator/reader_sharded_mutex.h"
 #include "emulator/timer_queue.h"
 #include "emulator/types.h"
 #include "emulator/wire/shm_registry_layout.h"
@@ -104,6 +105,10 @@ class Engine {
     std::shared_ptr<void> capture;
     // Set when `wire` is (or wraps) a fault injector.
     fault::FaultInjector* fault_injector = nullptr;
+    // Frames between QPs of this engine skip the wire (local_delivery.h).
+    // The process engine's do (unless SOFTVERBS_LOCAL_DELIVERY=0); a test that must
+    // see every frame on its wire leaves it off.
+    bool local_delivery = false;
   };
 
   explicit Engine(Config config);
@@ -177,6 +182,10 @@ class Engine {
   size_t progress_for_application(size_t budget = 64);
 
   EngineCounters counters() const;
+
+  // A frame a thread of this process sent to a QP of this engine and kept
+  // (local_delivery.h), delivered by that thread holding no QP lock.
+  void deliver_kept(const WireAddress& dst, std::span<const uint8_t> frame);
 
   // Multicast (multicast.cc). Called without the QP's lock (the engine's
   // intake lock comes first). attach is idempotent; detach EINVAL when not
@@ -261,8 +270,12 @@ class Engine {
   // intake the progress thread holds before it waits asleep (pauses).
   static constexpr int kUnseenFrameRounds = 3;
   static constexpr int kIntakeSpins = 2000;
-  // With intake_mutex_ held.
+  // With intake_mutex_ held: a frame from the wire, copied out of memory
+  // other processes may write before anything is checked.
   void deliver(std::span<const uint8_t> frame);
+  // A frame in this thread's own memory, with intake_mutex_ or
+  // qp_table_mutex_ held (either keeps the QP it reaches from being removed).
+  void deliver_private(std::span<const uint8_t> frame, packet::Icrc icrc);
   void run_due_timers();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
   // A datagram to a multicast group: a copy to each member QP here.
@@ -275,7 +288,15 @@ class Engine {
   // next timer.
   enum class SleepUntil { kFrameArrives, kNoOnePolls };
   void sleep_until_woken(SleepUntil until);
-  void send_frame(const WireAddress& dst, std::span<const uint8_t> frame);
+  // To the wire, or kept for this thread to deliver when `local`
+  // (delivers_locally(dst), asked once per frame).
+  void send_frame(const WireAddress& dst, std::span<const uint8_t> frame, bool local);
+  // Local delivery (local_delivery.h): whether the QP at `dst` is in this
+  // engine, told without a lock by a bit per QPN, set and cleared with the
+  // QP table. Off with SOFTVERBS_LOCAL_DELIVERY=0 and while a fault plan or a
+  // capture needs every frame on the wire.
+  bool delivers_locally(const WireAddress& dst) const;
+  void mark_local_qpn(uint32_t device_index, uint32_t qpn, bool here);
 
   std::unique_ptr<Wire> wire_;
   std::unique_ptr<QpnSource> qpns_;
@@ -287,7 +308,17 @@ class Engine {
   std::unique_ptr<control::ControlServer> control_server_;
 
   std::mutex intake_mutex_;  // guards qps_ and the intake itself
+  // Also guards qps_: changed with both held, read with either (local
+  // deliveries read it under this one, shared, and take no intake).
+  ReaderShardedMutex qp_table_mutex_;
   std::unordered_map<uint64_t, QpImpl*> qps_;
+  // One bit per QPN of qps_ below kQpnTableSize, per device (calloc'd:
+  // pages are touched only where QPNs are).
+  struct FreeDeleter {
+    void operator()(uint64_t* p) const;
+  };
+  std::unique_ptr<uint64_t[], FreeDeleter> local_qpns_;
+  bool local_delivery_enabled_ = false;  // Config::local_delivery, SOFTVERBS_LOCAL_DELIVERY
   struct LocalAttachment {
     Gid gid;
     uint16_t lid;

@@ -3,6 +3,7 @@
 // requests to its responder and responses to its completer. Due timers are
 // served in the same pass. One thread at a time (the intake lock).
 #include <cstring>
+#include <shared_mutex>
 
 #include "emulator/device_config.h"
 #include "emulator/engine.h"
@@ -91,10 +92,20 @@ void Engine::deliver(std::span<const uint8_t> shared_frame) {
     return;
   }
   std::memcpy(intake_frame_.data(), shared_frame.data(), shared_frame.size());
-  const std::span<const uint8_t> frame(intake_frame_.data(), shared_frame.size());
+  deliver_private(std::span<const uint8_t>(intake_frame_.data(), shared_frame.size()),
+                  packet::Icrc::kComputed);
+}
+
+void Engine::deliver_kept(const WireAddress& dst, std::span<const uint8_t> frame) {
+  std::shared_lock table(qp_table_mutex_);
+  counters_.frames_received.fetch_add(1, std::memory_order_relaxed);
+  deliver_private(frame, packet::Icrc::kOmitted);
+}
+
+void Engine::deliver_private(std::span<const uint8_t> frame, packet::Icrc icrc) {
   if (is_run_frame(frame)) return deliver_run(frame);
   packet::DecodedPacket pkt;
-  if (packet::DecodeError e = packet::decode_ib(frame, pkt); e != packet::DecodeError::kNone) {
+  if (packet::DecodeError e = packet::decode_ib(frame, pkt, icrc); e != packet::DecodeError::kNone) {
     counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
     if (e == packet::DecodeError::kBadIcrc)
       counters_.frames_dropped_bad_icrc.fetch_add(1, std::memory_order_relaxed);

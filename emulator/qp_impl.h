@@ -21,6 +21,7 @@
 #include "emulator/cq_impl.h"
 #include "emulator/hca_impl.h"
 #include "emulator/packet/codec.h"
+#include "emulator/qp_mutex.h"
 #include "emulator/path_migration.h"
 #include "emulator/qp_counters.h"
 #include "emulator/receive_wqe.h"
@@ -57,7 +58,7 @@ uint32_t rnr_timer_us(uint8_t code);
 
 struct QpImpl {
   ObjectQuota::Slot slot;  // its place in the device's QP count
-  std::mutex mutex;
+  QpMutex mutex;
 
   // Identity and wiring: set at creation, read-only afterwards.
   Hca* hca = nullptr;

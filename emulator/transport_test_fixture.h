@@ -46,6 +46,9 @@ class Transport : public ::testing::Test {
   // Set before SetUp (in a derived fixture) to put a fault injector
   // between the engine and the loopback wire.
   std::string fault_plan_;
+  // Set before SetUp to let frames between the fixture's QPs skip the wire
+  // (local_delivery.h); off, the wire sees every frame.
+  bool local_delivery_ = false;
 
   void SetUp() override {
     auto wire = std::make_unique<LoopbackWire>();
@@ -58,6 +61,7 @@ class Transport : public ::testing::Test {
       ASSERT_TRUE(fault::parse_plan(fault_plan_, plan, error)) << error;
       injector->set_plan(plan);
       injector_ = injector.get();
+      config.fault_injector = injector_;
       config.wire = std::move(injector);
     } else {
       config.wire = std::move(wire);
@@ -65,6 +69,7 @@ class Transport : public ::testing::Test {
     config.qpns = std::make_unique<CountingQpns>();
     config.clock = &clock_;
     config.progress_thread = false;
+    config.local_delivery = local_delivery_;
     engine_ = std::make_unique<Engine>(std::move(config));
     Errno err;
     hca_ = Hca::open_on(*engine_, 0, err);

@@ -241,7 +241,7 @@ size_t ib_frame_size(const Headers& headers, size_t payload_bytes) {
 }
 
 size_t encode_ib(const Headers& headers, std::span<const uint8_t> payload,
-                 std::span<uint8_t> out) {
+                 std::span<uint8_t> out, Icrc icrc) {
   const OpcodeInfo& info = opcode_info(static_cast<uint8_t>(headers.bth.opcode));
   if (info.name == nullptr) return 0;
   if (!info.has_payload && !payload.empty()) return 0;
@@ -283,11 +283,11 @@ size_t encode_ib(const Headers& headers, std::span<const uint8_t> payload,
   }
 
   const size_t covered = frame_bytes - kIcrcBytes;
-  store_icrc(frame + covered, icrc_ib(std::span(frame, covered)));
+  store_icrc(frame + covered, icrc == Icrc::kComputed ? icrc_ib(std::span(frame, covered)) : 0);
   return frame_bytes;
 }
 
-DecodeError decode_ib(std::span<const uint8_t> in, DecodedPacket& out) {
+DecodeError decode_ib(std::span<const uint8_t> in, DecodedPacket& out, Icrc icrc) {
   const uint8_t* const frame = in.data();
   const size_t size = in.size();
   Headers& h = out.headers;
@@ -343,7 +343,7 @@ DecodeError decode_ib(std::span<const uint8_t> in, DecodedPacket& out) {
   if (h.bth.pad_count > payload_and_pad) return DecodeError::kBadPad;
 
   const size_t covered = size - kIcrcBytes;
-  if (load_icrc(frame + covered) != icrc_ib(in.first(covered))) {
+  if (icrc == Icrc::kComputed && load_icrc(frame + covered) != icrc_ib(in.first(covered))) {
     return DecodeError::kBadIcrc;
   }
   out.payload = in.subspan(offset, payload_and_pad - h.bth.pad_count);

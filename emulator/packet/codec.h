@@ -43,8 +43,13 @@ size_t ib_header_bytes(const Headers& headers);
 // Fields wider than their wire field (24-bit QPNs and PSNs, 4-bit VL...)
 // are cut to it. `payload` may overlap `out`, e.g. already sit at offset
 // ib_header_bytes(headers). No allocation.
+//
+// kOmitted leaves the ICRC field zero (encode) or unchecked (decode): for a
+// frame that never leaves the private memory of the process that made it
+// (emulator/local_delivery.h), where nothing can corrupt it on the way.
+enum class Icrc : uint8_t { kComputed, kOmitted };
 size_t encode_ib(const Headers& headers, std::span<const uint8_t> payload,
-                 std::span<uint8_t> out);
+                 std::span<uint8_t> out, Icrc icrc = Icrc::kComputed);
 
 // The 40 bytes of a GRH as on the wire (a UD receive buffer starts with them).
 void encode_grh(const Grh& grh, std::span<uint8_t, kGrhBytes> out);
@@ -72,6 +77,7 @@ struct DecodedPacket {
 // `in` must be exactly one frame: LRH PktLen words. Reserved fields are not
 // checked (IBTA: ignored on receive) but the ICRC covers them. On an error
 // `out` holds whatever had been parsed by then. No allocation.
-DecodeError decode_ib(std::span<const uint8_t> in, DecodedPacket& out);
+DecodeError decode_ib(std::span<const uint8_t> in, DecodedPacket& out,
+                      Icrc icrc = Icrc::kComputed);
 
 }  // namespace softverbs::packet

@@ -369,6 +369,28 @@ TEST(CodecEncode, PayloadOverlappingTheHeaderAreaIsMovedFirst) {
   EXPECT_EQ(frame, reference);
 }
 
+// A frame for this process's own memory: the same bytes but a zero ICRC,
+// which only a decode that leaves the ICRC unchecked takes.
+TEST(CodecEncode, OmittedIcrcIsZeroAndOnlyAnUncheckedDecodeTakesIt) {
+  const Headers h = write_first_headers();
+  const Bytes payload = {1, 2, 3, 4, 5, 6, 7};
+  const Bytes reference = encode(h, payload);
+  Bytes frame(kMaxFrameBytes);
+  frame.resize(encode_ib(h, payload, frame, Icrc::kOmitted));
+  ASSERT_EQ(frame.size(), reference.size());
+  EXPECT_TRUE(std::equal(frame.begin(), frame.end() - kIcrcBytes, reference.begin()));
+  EXPECT_EQ(Bytes(frame.end() - kIcrcBytes, frame.end()), Bytes(kIcrcBytes, 0));
+
+  DecodedPacket out;
+  EXPECT_EQ(decode_ib(frame, out), DecodeError::kBadIcrc);
+  ASSERT_EQ(decode_ib(frame, out, Icrc::kOmitted), DecodeError::kNone);
+  EXPECT_EQ(out.headers.bth.psn, h.bth.psn);
+  EXPECT_TRUE(std::equal(out.payload.begin(), out.payload.end(), payload.begin(), payload.end()));
+  // Everything but the ICRC is still checked.
+  frame[0] |= 0x01;  // a link version other than 0
+  EXPECT_NE(decode_ib(frame, out, Icrc::kOmitted), DecodeError::kNone);
+}
+
 TEST(CodecEncode, RefusesWhatCannotBeEncoded) {
   Headers h = write_first_headers();
   const Bytes payload(10, 0x5a);
