@@ -282,6 +282,9 @@ class Engine {
   void deliver_multicast(const packet::DecodedPacket& pkt);
   // progress_thread.cc
   void progress_thread_main();
+  // Due timers while an application thread polls; false when that thread
+  // holds the intake (it serves them).
+  bool serve_due_timers_beside_poller();
   void park_for_fork();
   // Sleeps on the wire's doorbell until a frame (or, while an application
   // thread polls, until the last poller leaves one behind), a wake() or the

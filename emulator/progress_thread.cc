@@ -85,7 +85,7 @@ void Engine::progress_thread_main() {
       // what comes. Stay out of its way, asleep: a nap would take the CPU
       // from it on every wake-up. Peers skip the doorbell while it polls,
       // and the last poller to leave a frame behind wakes this thread.
-      if (application_serves)
+      if (application_serves && serve_due_timers_beside_poller())
         sleep_until_woken(SleepUntil::kNoOnePolls);
       else
         nap(kYieldToApplicationNs);  // it serves outside a poll, briefly
@@ -105,6 +105,18 @@ void Engine::progress_thread_main() {
     }
     sleep_until_woken(SleepUntil::kFrameArrives);
   }
+}
+
+bool Engine::serve_due_timers_beside_poller() {
+  // A poller looks at the timers only on every 16th poll, and a deadline
+  // that came due would end each sleep at once: this thread would spin
+  // (at its raised priority, taking the CPU from the very poller that
+  // could serve it). So it serves the timers itself, not the frames.
+  if (timers_.next_deadline_ns() > clock_->now_ns()) return true;
+  std::unique_lock lock(intake_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // the poller serves, timers included
+  run_due_timers();
+  return true;
 }
 
 void Engine::park_for_fork() {
