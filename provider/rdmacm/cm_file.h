@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -131,6 +132,10 @@ class CmFile final : public cm::EventSink {
   void listen_on_kernel_too(uint32_t id, uint32_t backlog);
   static bool has_device_address(const cm::IpEndpoint& address);
   int hold_port_on_kernel(uint32_t id, const cm::IpEndpoint& address);
+  // Ties a kernel id just made for our id `handle` to it: `record` notes it
+  // in the id, under the lock. When the id went meanwhile, the kernel id is
+  // destroyed and ENOENT returned.
+  int record_kernel_id(uint32_t handle, uint32_t kernel_id, const std::function<void(Id&)>& record);
   void drop_kernel_hold(uint32_t id);
   int migrate_kernel_id(CmFile& source, uint32_t id, bool& forwarded);
   void destroy_kernel_id(uint32_t kernel_id);

@@ -234,17 +234,11 @@ int CmFile::adopt_into_kernel(uint32_t handle) {
   }
   uint32_t kernel_id = 0;
   if (int err = create_kernel_id(copy, kernel_id)) return err;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = ids_.find(handle);
-    if (it == ids_.end()) {
-      destroy_kernel_id(kernel_id);
-      return ENOENT;
-    }
-    it->second.forwarded = true;
-    it->second.kernel_id = kernel_id;
-    kernel_ids_[kernel_id] = handle;
-  }
+  if (int err = record_kernel_id(handle, kernel_id, [&](Id& id) {
+        id.forwarded = true;
+        id.kernel_id = kernel_id;
+      }))
+    return err;
   // The soft id goes; the handle stays librdmacm's.
   manager_->destroy_id(handle);
   return 0;
@@ -289,7 +283,11 @@ int CmFile::forward_destroy(uint32_t handle, uint64_t response) {
     std::erase_if(events_, [&](const CmFileEvent& e) {
       return e.id == handle && !e.connect_request;
     });
-    std::erase_if(multicasts_, [&](const auto& entry) { return entry.second.id == handle; });
+    std::erase_if(multicasts_, [&](const auto& entry) {
+      if (entry.second.id != handle) return false;
+      if (entry.second.kernel_id) kernel_multicasts_.erase(*entry.second.kernel_id);
+      return true;
+    });
     requests = drop_pending_requests(handle);
     update_readiness();
   }
@@ -415,15 +413,21 @@ int CmFile::hold_port_on_kernel(uint32_t handle, const cm::IpEndpoint& address) 
     destroy_kernel_id(kernel_id);
     return err;
   }
-  std::lock_guard lock(mutex_);
-  auto it = ids_.find(handle);
-  if (it == ids_.end()) {
-    destroy_kernel_id(kernel_id);
-    return ENOENT;
+  return record_kernel_id(handle, kernel_id, [&](Id& id) { id.shadow_kernel_id = kernel_id; });
+}
+
+int CmFile::record_kernel_id(uint32_t handle, uint32_t kernel_id,
+                             const std::function<void(Id&)>& record) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = ids_.find(handle); it != ids_.end()) {
+      record(it->second);
+      kernel_ids_[kernel_id] = handle;
+      return 0;
+    }
   }
-  it->second.shadow_kernel_id = kernel_id;
-  kernel_ids_[kernel_id] = handle;
-  return 0;
+  destroy_kernel_id(kernel_id);  // the id went while the kernel's was made
+  return ENOENT;
 }
 
 void CmFile::drop_kernel_hold(uint32_t handle) {
