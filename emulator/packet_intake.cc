@@ -5,6 +5,7 @@
 #include <cstring>
 #include <shared_mutex>
 
+#include "emulator/ack_batch.h"
 #include "emulator/device_config.h"
 #include "emulator/engine.h"
 #include "emulator/qp_impl.h"
@@ -28,6 +29,7 @@ uint8_t arrival_port(const DeviceDescription& device, const packet::Headers& h) 
 size_t Engine::progress(size_t budget) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;  // another thread is serving
+  AckBatch acks;  // sent before the intake lock goes
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
   run_due_timers();
   return served;
@@ -37,6 +39,7 @@ size_t Engine::progress_on_progress_thread(size_t budget) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return kIntakeBusy;  // an application thread is serving
   intake_on_progress_thread_.store(true, std::memory_order_relaxed);
+  AckBatch acks;
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
   run_due_timers();
   intake_on_progress_thread_.store(false, std::memory_order_relaxed);
@@ -78,6 +81,7 @@ size_t Engine::serve_for_application(size_t budget) {
     for (int spin = 0; spin < kIntakeSpins && !lock.try_lock(); ++spin) cpu_relax();
     if (!lock.owns_lock()) lock.lock();
   }
+  AckBatch acks;
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
   run_due_timers();
   return served;

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "emulator/ack_batch.h"
 #include "emulator/qp_impl.h"
 #include "emulator/srq_impl.h"
 #include "emulator/wire/wire_burst.h"
@@ -28,7 +29,8 @@ void Responder::start(uint32_t rq_psn, uint32_t max_dest_rd_atomic) {
 
 void Responder::reset() {
   epsn_ = msn_ = 0;
-  nak_sent_ = recv_in_progress_ = write_in_progress_ = comm_established_ = false;
+  nak_sent_ = recv_in_progress_ = write_in_progress_ = comm_established_ = holds_ack_ = false;
+  held_acks_ = 0;
   release_receive();
   uc_dropping_ = false;
   recv_offset_ = write_va_ = write_remaining_ = write_length_ = 0;
@@ -134,7 +136,7 @@ Responder::Step Responder::duplicate(Request& r) {
       return Step::kDone;
     default:
       if (r.end.bth.ack_req || ends_message(r.end_info.position))
-        send_ack(packet::psn_add(epsn_, packet::kPsnMask), aeth::ack());
+        ack(packet::psn_add(epsn_, packet::kPsnMask));
       return Step::kDone;
   }
 }
@@ -343,8 +345,7 @@ Responder::Step Responder::complete(Request& r) {
 
 Responder::Step Responder::acknowledge(Request& r) {
   // Inside a message only where the requester asked; always at its end.
-  if (ends_message(r.end_info.position) || r.end.bth.ack_req)
-    send_ack(r.end.bth.psn, aeth::ack());
+  if (ends_message(r.end_info.position) || r.end.bth.ack_req) ack(r.end.bth.psn);
   return Step::kDone;
 }
 
@@ -412,7 +413,33 @@ void Responder::rnr_nak(uint32_t psn) {
   send_ack(psn, aeth::rnr_nak(qp_.attr.min_rnr_timer));
 }
 
+void Responder::ack(uint32_t psn) {
+  // One ACK stands for at most a few: the requester's window must not wait
+  // for a batch as long as itself.
+  AckBatch* batch = AckBatch::current();
+  if (batch && (holds_ack_ || batch->add(qp_))) {
+    holds_ack_ = true;
+    held_ack_psn_ = psn;
+    if (++held_acks_ == kAcksHeldAtMost) send_held_ack();
+    return;
+  }
+  send_ack(psn, aeth::ack());
+}
+
+void Responder::send_held_ack() {
+  held_acks_ = 0;
+  if (!holds_ack_) return;
+  holds_ack_ = false;
+  // A QP moved to ERR or RESET meanwhile answers nothing.
+  if (qp_.can_receive()) transmit_ack(held_ack_psn_, aeth::ack());
+}
+
 void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
+  send_held_ack();
+  transmit_ack(psn, syndrome);
+}
+
+void Responder::transmit_ack(uint32_t psn, uint8_t syndrome) {
   packet::Headers h = qp_.make_headers(packet::Opcode::kRcAcknowledge, psn);
   h.aeth.syndrome = syndrome;
   h.aeth.msn = msn_ & packet::kPsnMask;
@@ -420,6 +447,7 @@ void Responder::send_ack(uint32_t psn, uint8_t syndrome) {
 }
 
 void Responder::send_atomic_ack(uint32_t psn, uint64_t orig) {
+  send_held_ack();
   packet::Headers ack = qp_.make_headers(packet::Opcode::kRcAtomicAcknowledge, psn);
   ack.aeth.syndrome = aeth::ack();
   ack.aeth.msn = msn_ & packet::kPsnMask;
@@ -436,6 +464,7 @@ void Responder::send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uin
   using packet::Opcode;
   const uint32_t m = qp_.mtu();
   const uint32_t count = len == 0 ? 1 : static_cast<uint32_t>((len + m - 1) / m);
+  send_held_ack();
   // The response's packets may leave together (one system call on the UDP wire).
   WireBurst burst(qp_.engine->wire());
   for (uint32_t i = 0; i < count; ++i) {

@@ -55,6 +55,10 @@ class Responder {
 
   uint32_t expected_psn() const { return epsn_; }
 
+  // The ACK held over a batch of frames (ack_batch.h), if any, goes now;
+  // not from a QP that has left the states that answer requests.
+  void send_held_ack();
+
   // Where the responder stands. An initiator that executes on this QP
   // directly (direct_execution.h) moves it on in the QP's target entry,
   // which the responder adopts before its next step (qp_target_entry.cc).
@@ -115,7 +119,12 @@ class Responder {
   Step error(Request& r);
   Step fail(Request& r, aeth::NakCode nak, AsyncEventType event);
 
+  // A plain ACK of everything up to `psn`: held while a batch of frames is
+  // served (ack_batch.h), else sent.
+  void ack(uint32_t psn);
+  // Any other answer: the held ACK goes first.
   void send_ack(uint32_t psn, uint8_t syndrome);
+  void transmit_ack(uint32_t psn, uint8_t syndrome);
   void send_atomic_ack(uint32_t psn, uint64_t orig);
   void send_read_response(uint32_t psn, uint32_t rkey, uint64_t va, uint64_t len);
   void rnr_nak(uint32_t psn);
@@ -145,6 +154,10 @@ class Responder {
   uint64_t write_length_ = 0;    // the RETH's DMA length of the current WRITE
   uint32_t write_rkey_ = 0;
   bool comm_established_ = false;
+  bool holds_ack_ = false;       // an ACK of held_ack_psn_ waits for its batch to end
+  uint32_t held_ack_psn_ = 0;
+  uint32_t held_acks_ = 0;       // ACKs it stands for
+  static constexpr uint32_t kAcksHeldAtMost = 16;
   bool holds_receive_ = false;   // recv_wqe_ is claimed
   ReceiveWqeRef recv_wqe_;
   std::vector<Sge> srq_sges_;    // SGEs of a WQE claimed from the SRQ

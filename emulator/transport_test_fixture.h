@@ -96,7 +96,7 @@ class Transport : public ::testing::Test {
     return !(drop_ && drop_(sent_.size(), pkt));
   }
 
-  Endpoint make_endpoint(size_t bytes, uint32_t max_sge = 4) {
+  Endpoint make_endpoint(size_t bytes, uint32_t max_sge = 4, uint32_t depth = 16) {
     Endpoint e;
     Errno err;
     e.pd = hca_->alloc_pd(err);
@@ -105,7 +105,7 @@ class Transport : public ::testing::Test {
     Hca::QpInit init;
     init.send_cq = e.send_cq.get();
     init.recv_cq = e.recv_cq.get();
-    init.cap = {16, 16, max_sge, max_sge, 64};
+    init.cap = {depth, depth, max_sge, max_sge, 64};
     init.type = qp_type_;
     e.qp = hca_->create_qp(*e.pd, init, err);
     EXPECT_TRUE(e.qp) << err;

@@ -1,0 +1,49 @@
+// Acknowledgements coalesced over a batch of arrived frames. While a thread
+// serves a batch (one intake pass, with the intake lock held, so no QP it
+// reaches is removed before the batch ends), a responder that would send a
+// plain ACK holds it instead: one per QP, each later one replacing the
+// earlier, since an ACK acknowledges every PSN up to its own (IBTA 9.7.5.1.1
+// lets a responder coalesce them). When the batch ends, each QP sends the
+// ACK it holds. A stream of SENDs served together then costs the requester
+// one ACK, not one per message. Anything else a responder sends (a NAK, a
+// READ response, an atomic ACK) sends its held ACK first, so what goes on
+// the wire keeps the order it had.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+namespace softverbs {
+
+struct QpImpl;
+
+class AckBatch {
+ public:
+  // Opens a batch on this thread; inside one already, that one goes on.
+  AckBatch() {
+    if (!current_) current_ = this;
+  }
+  // Each QP that holds an ACK sends it (with its lock taken).
+  ~AckBatch();
+  AckBatch(const AckBatch&) = delete;
+  AckBatch& operator=(const AckBatch&) = delete;
+
+  // The batch open on this thread, or null: ACKs are sent at once then.
+  static AckBatch* current() { return current_; }
+
+  // `qp` holds an ACK to send when the batch ends. false when the batch
+  // has no room left: the ACK is sent at once.
+  bool add(QpImpl& qp) {
+    if (count_ == holders_.size()) return false;
+    holders_[count_++] = &qp;
+    return true;
+  }
+
+ private:
+  // More QPs than a pass of intake usually serves; past it, ACKs go at once.
+  std::array<QpImpl*, 32> holders_;
+  size_t count_ = 0;
+  [[gnu::tls_model("initial-exec")]] static inline thread_local AckBatch* current_ = nullptr;
+};
+
+}  // namespace softverbs

@@ -1,0 +1,129 @@
+// ACKs coalesced over one pass of intake (ack_batch.h): a batch of messages
+// served together is acknowledged once, at most every 16 messages, and the
+// held ACK goes before any other answer of the responder.
+#include "emulator/transport_test_fixture.h"
+
+namespace softverbs {
+namespace {
+
+class AckCoalescing : public Transport {
+ protected:
+  static SendRequest send_of(Endpoint& from, Sge& sge, uint64_t wr_id) {
+    sge = Sge{reinterpret_cast<uint64_t>(from.buffer.data()) + wr_id * 8, 8, from.mr->lkey()};
+    SendRequest wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::kSend;
+    wr.flags = kWrSignaled;
+    wr.sges = {&sge, 1};
+    return wr;
+  }
+  // Posts `count` 8-byte SENDs (and as many receives), nothing served yet.
+  void post_sends(Endpoint& a, Endpoint& b, uint64_t count) {
+    for (uint64_t i = 0; i < count; ++i) {
+      Sge r{reinterpret_cast<uint64_t>(b.buffer.data()) + i * 8, 8, b.mr->lkey()};
+      ASSERT_EQ(b.qp->post_recv({i, {&r, 1}}), 0);
+      Sge s;
+      ASSERT_EQ(a.qp->post_send(send_of(a, s, i)), 0);
+    }
+  }
+  std::vector<uint32_t> ack_psns() const {
+    std::vector<uint32_t> psns;
+    for (const Sent& f : sent_)
+      if (f.opcode == Opcode::kRcAcknowledge) psns.push_back(f.psn);
+    return psns;
+  }
+  void expect_sends_complete(Endpoint& a, Endpoint& b, uint64_t count) {
+    run_until_idle();
+    Completion c;
+    for (uint64_t i = 0; i < count; ++i) {
+      ASSERT_TRUE(poll_one(*b.recv_cq, c)) << i;
+      EXPECT_EQ(c.wr_id, i);
+      EXPECT_EQ(c.status, WcStatus::kSuccess);
+      ASSERT_TRUE(poll_one(*a.send_cq, c)) << i;
+      EXPECT_EQ(c.wr_id, i);
+      EXPECT_EQ(c.status, WcStatus::kSuccess);
+    }
+    EXPECT_FALSE(poll_one(*a.send_cq, c, 3));
+  }
+};
+
+TEST_F(AckCoalescing, MessagesServedInOnePassAreAcknowledgedOnce) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 100, 500);
+  post_sends(a, b, 5);
+  engine_->progress();  // the five SENDs, in one pass
+  EXPECT_EQ(ack_psns(), std::vector<uint32_t>{104});
+  expect_sends_complete(a, b, 5);
+  EXPECT_EQ(ack_psns(), std::vector<uint32_t>{104});
+}
+
+TEST_F(AckCoalescing, OneAckStandsForSixteenMessagesAtMost) {
+  Endpoint a = make_endpoint(4096, 1, 64), b = make_endpoint(4096, 1, 64);
+  connect(a, b, 0, 0);
+  post_sends(a, b, 40);
+  engine_->progress();
+  EXPECT_EQ(ack_psns(), (std::vector<uint32_t>{15, 31, 39}));
+  expect_sends_complete(a, b, 40);
+}
+
+TEST_F(AckCoalescing, TheHeldAckGoesBeforeAReadResponse) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 7, 7);
+  post_sends(a, b, 2);
+  Sge r{reinterpret_cast<uint64_t>(a.buffer.data()) + 2048, 64, a.mr->lkey()};
+  SendRequest rd;
+  rd.wr_id = 9;
+  rd.opcode = WrOpcode::kRdmaRead;
+  rd.flags = kWrSignaled;
+  rd.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data()) + 1024;
+  rd.rkey = b.mr->rkey();
+  rd.sges = {&r, 1};
+  ASSERT_EQ(a.qp->post_send(rd), 0);
+  engine_->progress();
+  // SEND 7, SEND 8, READ request 9, then the answers: the ACK of 8 first.
+  ASSERT_EQ(sent_.size(), 5u);
+  EXPECT_EQ(sent_[3].opcode, Opcode::kRcAcknowledge);
+  EXPECT_EQ(sent_[3].psn, 8u);
+  EXPECT_EQ(sent_[4].opcode, Opcode::kRcReadResponseOnly);
+  EXPECT_EQ(sent_[4].psn, 9u);
+  run_until_idle();
+  Completion c;
+  for (uint64_t id : {0u, 1u, 9u}) {
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+}
+
+TEST_F(AckCoalescing, TheHeldAckGoesBeforeANak) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 20, 20);
+  // The third SEND finds a receive too short for it: a NAK, and b fails.
+  for (uint64_t i = 0; i < 3; ++i) {
+    Sge r{reinterpret_cast<uint64_t>(b.buffer.data()) + i * 8, i < 2 ? 8u : 4u, b.mr->lkey()};
+    ASSERT_EQ(b.qp->post_recv({i, {&r, 1}}), 0);
+    Sge s;
+    ASSERT_EQ(a.qp->post_send(send_of(a, s, i)), 0);
+  }
+  engine_->progress();
+  ASSERT_EQ(sent_.size(), 5u);
+  EXPECT_EQ(sent_[3].opcode, Opcode::kRcAcknowledge);
+  EXPECT_EQ(sent_[3].psn, 21u);
+  EXPECT_EQ(aeth::kind(sent_[3].syndrome), aeth::Kind::kAck);
+  EXPECT_EQ(sent_[4].opcode, Opcode::kRcAcknowledge);
+  EXPECT_EQ(sent_[4].psn, 22u);
+  EXPECT_EQ(aeth::kind(sent_[4].syndrome), aeth::Kind::kNak);
+  run_until_idle();
+  Completion c;
+  for (uint64_t id : {0u, 1u}) {
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 2u);
+  EXPECT_EQ(c.status, WcStatus::kRemInvReqErr);
+}
+
+}  // namespace
+}  // namespace softverbs
