@@ -1,5 +1,6 @@
 #include "emulator/local_delivery.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -24,9 +25,9 @@ struct KeptFrame {
 class KeptFrames {
  public:
   void add(Engine& engine, const WireAddress& dst, std::span<const uint8_t> frame) {
-    if (chunks_.empty()) chunks_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kChunkBytes));
+    if (chunks_.empty()) chunks_.push_back(new_chunk());
     if (used_ + frame.size() > kChunkBytes) {
-      if (++current_ == chunks_.size()) chunks_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kChunkBytes));
+      if (++current_ == chunks_.size()) chunks_.push_back(new_chunk());
       used_ = 0;
     }
     uint8_t* at = chunks_[current_].get() + used_;
@@ -50,6 +51,9 @@ class KeptFrames {
  private:
   static constexpr size_t kChunkBytes = 64 * 1024;
   static_assert(packet::kMaxFrameBytes <= kChunkBytes);
+  static std::unique_ptr<uint8_t[]> new_chunk() {
+    return std::make_unique_for_overwrite<uint8_t[]>(kChunkBytes);
+  }
   std::vector<KeptFrame> frames_;
   std::vector<std::unique_ptr<uint8_t[]>> chunks_;
   size_t current_ = 0;  // the chunk being filled
