@@ -427,7 +427,7 @@ bool Engine::delivers_locally(const WireAddress& dst) const {
 }
 
 void Engine::send_frame(const WireAddress& dst, std::span<const uint8_t> frame, bool local) {
-  counters_.frames_sent.fetch_add(1, std::memory_order_relaxed);
+  counters_.frames_sent.add();
   if (local) return LocalDelivery::keep(*this, dst, frame);
   if (!wire_->send(dst, frame))
     counters_.frames_dropped_unroutable.fetch_add(1, std::memory_order_relaxed);
@@ -506,8 +506,8 @@ void Engine::schedule_timer(TimerQueue::Key key, uint64_t deadline_ns) {
 
 EngineCounters Engine::counters() const {
   EngineCounters c;
-  c.frames_sent = counters_.frames_sent.load(std::memory_order_relaxed);
-  c.frames_received = counters_.frames_received.load(std::memory_order_relaxed);
+  c.frames_sent = counters_.frames_sent.load();
+  c.frames_received = counters_.frames_received.load();
   c.frames_dropped_malformed = counters_.frames_dropped_malformed.load(std::memory_order_relaxed);
   c.frames_dropped_no_qp = counters_.frames_dropped_no_qp.load(std::memory_order_relaxed);
   c.frames_dropped_unroutable = counters_.frames_dropped_unroutable.load(std::memory_order_relaxed);

@@ -39,6 +39,7 @@
 #include "emulator/object_quota.h"
 #include "emulator/packet/codec.h"
 #include "emulator/reader_sharded_mutex.h"
+#include "emulator/sharded_counter.h"
 #include "emulator/timer_queue.h"
 #include "emulator/types.h"
 #include "emulator/wire/shm_registry_layout.h"
@@ -249,8 +250,9 @@ class Engine {
 
  private:
   struct Counters {
-    std::atomic<uint64_t> frames_sent{0};
-    std::atomic<uint64_t> frames_received{0};
+    // Moved by every frame, by whichever thread sends or delivers it.
+    ShardedCounter frames_sent;
+    ShardedCounter frames_received;
     std::atomic<uint64_t> frames_dropped_malformed{0};
     std::atomic<uint64_t> frames_dropped_no_qp{0};
     std::atomic<uint64_t> frames_dropped_unroutable{0};

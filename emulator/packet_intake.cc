@@ -88,7 +88,7 @@ size_t Engine::serve_for_application(size_t budget) {
 }
 
 void Engine::deliver(std::span<const uint8_t> shared_frame) {
-  counters_.frames_received.fetch_add(1, std::memory_order_relaxed);
+  counters_.frames_received.add();
   // The frame may sit in memory another process can still write (a mailbox
   // slot): copy it first, so what is checked below is exactly what is used.
   if (shared_frame.size() > intake_frame_.size()) {
@@ -102,7 +102,7 @@ void Engine::deliver(std::span<const uint8_t> shared_frame) {
 
 void Engine::deliver_kept(const WireAddress& dst, std::span<const uint8_t> frame) {
   std::shared_lock table(qp_table_mutex_);
-  counters_.frames_received.fetch_add(1, std::memory_order_relaxed);
+  counters_.frames_received.add();
   deliver_private(frame, packet::Icrc::kOmitted);
 }
 

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <shared_mutex>
 
+#include "emulator/thread_shard.h"
+
 namespace softverbs {
 
 class ReaderShardedMutex {
@@ -38,22 +40,11 @@ class ReaderShardedMutex {
   }
 
  private:
-  static constexpr size_t kShards = 16;
+  static constexpr size_t kShards = kThreadShards;
   struct alignas(64) Shard {
     std::shared_mutex mutex;
   };
 
-  // Threads are given shards in turn, so the first kShards threads each
-  // have one of their own.
-  // initial-exec: one load from the thread pointer, not a call into the
-  // dynamic linker on every lock (this code runs in a shared library). The
-  // index is 1 + the shard, 0 until the thread first asks.
-  static size_t thread_shard() {
-    static std::atomic<size_t> next{0};
-    [[gnu::tls_model("initial-exec")]] static thread_local size_t mine = 0;
-    if (mine == 0) mine = 1 + next.fetch_add(1, std::memory_order_relaxed) % kShards;
-    return mine - 1;
-  }
   std::shared_mutex& shard() { return shards_[thread_shard()].mutex; }
 
   std::array<Shard, kShards> shards_;
