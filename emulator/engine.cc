@@ -428,7 +428,7 @@ bool Engine::delivers_locally(const WireAddress& dst) const {
 
 void Engine::send_frame(const WireAddress& dst, std::span<const uint8_t> frame, bool local) {
   counters_.frames_sent.add();
-  if (local) return LocalDelivery::keep(*this, dst, frame);
+  if (local) return LocalDelivery::keep(*this, frame);
   if (!wire_->send(dst, frame))
     counters_.frames_dropped_unroutable.fetch_add(1, std::memory_order_relaxed);
 }

@@ -186,7 +186,7 @@ class Engine {
 
   // A frame a thread of this process sent to a QP of this engine and kept
   // (local_delivery.h), delivered by that thread holding no QP lock.
-  void deliver_kept(const WireAddress& dst, std::span<const uint8_t> frame);
+  void deliver_kept(std::span<const uint8_t> frame);
 
   // Multicast (multicast.cc). Called without the QP's lock (the engine's
   // intake lock comes first). attach is idempotent; detach EINVAL when not

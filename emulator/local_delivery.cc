@@ -14,7 +14,6 @@ namespace {
 
 struct KeptFrame {
   Engine* engine;
-  WireAddress dst;
   const uint8_t* bytes;
   uint32_t size;
 };
@@ -24,7 +23,7 @@ struct KeptFrame {
 // one chunk stays for the next pass, the rest are given back.
 class KeptFrames {
  public:
-  void add(Engine& engine, const WireAddress& dst, std::span<const uint8_t> frame) {
+  void add(Engine& engine, std::span<const uint8_t> frame) {
     if (chunks_.empty()) chunks_.push_back(new_chunk());
     if (used_ + frame.size() > kChunkBytes) {
       if (++current_ == chunks_.size()) chunks_.push_back(new_chunk());
@@ -33,7 +32,7 @@ class KeptFrames {
     uint8_t* at = chunks_[current_].get() + used_;
     std::memcpy(at, frame.data(), frame.size());
     used_ += frame.size();
-    frames_.push_back({&engine, dst, at, static_cast<uint32_t>(frame.size())});
+    frames_.push_back({&engine, at, static_cast<uint32_t>(frame.size())});
   }
 
   size_t count() const { return frames_.size(); }
@@ -67,8 +66,8 @@ KeptFrames& kept_frames() {
 
 }  // namespace
 
-void LocalDelivery::keep(Engine& engine, const WireAddress& dst, std::span<const uint8_t> frame) {
-  kept_frames().add(engine, dst, frame);
+void LocalDelivery::keep(Engine& engine, std::span<const uint8_t> frame) {
+  kept_frames().add(engine, frame);
   has_kept_ = true;
   if (!QpMutex::any_held()) deliver_all();
 }
@@ -81,7 +80,7 @@ void LocalDelivery::deliver_all() {
   // and served in this same loop.
   for (size_t i = 0; i < kept.count(); ++i) {
     const KeptFrame f = kept.at(i);
-    f.engine->deliver_kept(f.dst, std::span<const uint8_t>(f.bytes, f.size));
+    f.engine->deliver_kept(std::span<const uint8_t>(f.bytes, f.size));
   }
   kept.clear();
   has_kept_ = false;

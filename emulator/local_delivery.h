@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <span>
 
-#include "emulator/wire/wire.h"
 
 namespace softverbs {
 
@@ -22,9 +21,9 @@ class Engine;
 
 class LocalDelivery {
  public:
-  // Keeps a copy of `frame` for `engine`'s QP at `dst`. Delivered when this
+  // Keeps a copy of `frame`, to a QP of `engine`. Delivered when this
   // thread lets go of its last QP lock; at once when it holds none.
-  static void keep(Engine& engine, const WireAddress& dst, std::span<const uint8_t> frame);
+  static void keep(Engine& engine, std::span<const uint8_t> frame);
 
   // Delivers what this thread kept, in order, including what the deliveries
   // themselves keep meanwhile. Called with no QP lock held; does nothing

@@ -100,7 +100,7 @@ void Engine::deliver(std::span<const uint8_t> shared_frame) {
                   packet::Icrc::kComputed);
 }
 
-void Engine::deliver_kept(const WireAddress& dst, std::span<const uint8_t> frame) {
+void Engine::deliver_kept(std::span<const uint8_t> frame) {
   std::shared_lock table(qp_table_mutex_);
   counters_.frames_received.add();
   deliver_private(frame, packet::Icrc::kOmitted);

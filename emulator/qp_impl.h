@@ -9,7 +9,9 @@
 // Threads: everything here is guarded by `mutex`. Application threads take
 // it in post/modify/query; the progress step takes it to hand the QP a
 // packet or a due timer. Lock order: engine intake, then QP, then CQ (and
-// the leaf locks: timer queue, MR table, wire).
+// the leaf locks: timer queue, MR table, wire). A thread letting go of the
+// last QP lock it holds delivers the frames it sent to QPs of this process
+// meanwhile (qp_mutex.h, local_delivery.h).
 #pragma once
 
 #include <cstdint>
