@@ -2,8 +2,8 @@
 // serves a batch (one intake pass, with the intake lock held, so no QP it
 // reaches is removed before the batch ends), a responder that would send a
 // plain ACK holds it instead: one per QP, each later one replacing the
-// earlier, since an ACK acknowledges every PSN up to its own (IBTA 9.7.5.1.1
-// lets a responder coalesce them). When the batch ends, each QP sends the
+// earlier, since an ACK acknowledges every PSN up to its own (the IBTA lets
+// a responder coalesce them). When the batch ends, each QP sends the
 // ACK it holds. A stream of SENDs served together then costs the requester
 // one ACK, not one per message. Anything else a responder sends (a NAK, a
 // READ response, an atomic ACK) sends its held ACK first, so what goes on

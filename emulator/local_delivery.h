@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <span>
 
-
 namespace softverbs {
 
 class Engine;
