@@ -8,22 +8,13 @@ namespace {
 
 class AckCoalescing : public Transport {
  protected:
-  static SendRequest send_of(Endpoint& from, Sge& sge, uint64_t wr_id) {
-    sge = Sge{reinterpret_cast<uint64_t>(from.buffer.data()) + wr_id * 8, 8, from.mr->lkey()};
-    SendRequest wr;
-    wr.wr_id = wr_id;
-    wr.opcode = WrOpcode::kSend;
-    wr.flags = kWrSignaled;
-    wr.sges = {&sge, 1};
-    return wr;
-  }
   // Posts `count` 8-byte SENDs (and as many receives), nothing served yet.
   void post_sends(Endpoint& a, Endpoint& b, uint64_t count) {
     for (uint64_t i = 0; i < count; ++i) {
-      Sge r{reinterpret_cast<uint64_t>(b.buffer.data()) + i * 8, 8, b.mr->lkey()};
+      Sge r = sge(b, i * 8, 8);
       ASSERT_EQ(b.qp->post_recv({i, {&r, 1}}), 0);
-      Sge s;
-      ASSERT_EQ(a.qp->post_send(send_of(a, s, i)), 0);
+      Sge s = sge(a, i * 8, 8);
+      ASSERT_EQ(a.qp->post_send(send_of(i, s)), 0);
     }
   }
   std::vector<uint32_t> ack_psns() const {
@@ -70,15 +61,8 @@ TEST_F(AckCoalescing, TheHeldAckGoesBeforeAReadResponse) {
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   connect(a, b, 7, 7);
   post_sends(a, b, 2);
-  Sge r{reinterpret_cast<uint64_t>(a.buffer.data()) + 2048, 64, a.mr->lkey()};
-  SendRequest rd;
-  rd.wr_id = 9;
-  rd.opcode = WrOpcode::kRdmaRead;
-  rd.flags = kWrSignaled;
-  rd.remote_addr = reinterpret_cast<uint64_t>(b.buffer.data()) + 1024;
-  rd.rkey = b.mr->rkey();
-  rd.sges = {&r, 1};
-  ASSERT_EQ(a.qp->post_send(rd), 0);
+  Sge r = sge(a, 2048, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaRead, 9, r, b, 1024)), 0);
   engine_->progress();
   // SEND 7, SEND 8, READ request 9, then the answers: the ACK of 8 first.
   ASSERT_EQ(sent_.size(), 5u);
@@ -100,10 +84,10 @@ TEST_F(AckCoalescing, TheHeldAckGoesBeforeANak) {
   connect(a, b, 20, 20);
   // The third SEND finds a receive too short for it: a NAK, and b fails.
   for (uint64_t i = 0; i < 3; ++i) {
-    Sge r{reinterpret_cast<uint64_t>(b.buffer.data()) + i * 8, i < 2 ? 8u : 4u, b.mr->lkey()};
+    Sge r = sge(b, i * 8, i < 2 ? 8u : 4u);
     ASSERT_EQ(b.qp->post_recv({i, {&r, 1}}), 0);
-    Sge s;
-    ASSERT_EQ(a.qp->post_send(send_of(a, s, i)), 0);
+    Sge s = sge(a, i * 8, 8);
+    ASSERT_EQ(a.qp->post_send(send_of(i, s)), 0);
   }
   engine_->progress();
   ASSERT_EQ(sent_.size(), 5u);

@@ -17,29 +17,6 @@ class DirectTransport : public Transport {
     Transport::SetUp();
     wire_->allow_direct(true);
   }
-
-  SendRequest one_sided(WrOpcode opcode, uint64_t wr_id, Sge& local, Endpoint& target,
-                        uint64_t offset) {
-    SendRequest wr;
-    wr.wr_id = wr_id;
-    wr.opcode = opcode;
-    wr.flags = kWrSignaled;
-    wr.remote_addr = reinterpret_cast<uint64_t>(target.buffer.data()) + offset;
-    wr.rkey = target.mr->rkey();
-    wr.sges = {&local, 1};
-    return wr;
-  }
-  SendRequest send_of(uint64_t wr_id, Sge& local) {
-    SendRequest wr;
-    wr.wr_id = wr_id;
-    wr.opcode = WrOpcode::kSend;
-    wr.flags = kWrSignaled;
-    wr.sges = {&local, 1};
-    return wr;
-  }
-  Sge sge(Endpoint& e, uint64_t offset, uint32_t length) {
-    return Sge{reinterpret_cast<uint64_t>(e.buffer.data()) + offset, length, e.mr->lkey()};
-  }
 };
 
 TEST_F(DirectTransport, WriteAndReadCompleteAtOnceWithNoPacketAndTheNextSendFollowsThem) {

@@ -209,9 +209,10 @@ Engine::Engine(Config config)
   const char* direct = std::getenv("SOFTVERBS_DIRECT");
   direct_enabled_ = !(direct && std::string_view(direct) == "0");
   const char* local = std::getenv("SOFTVERBS_LOCAL_DELIVERY");
-  local_delivery_enabled_ = config.local_delivery && !(local && std::string_view(local) == "0");
-  local_qpns_.reset(static_cast<uint64_t*>(
-      std::calloc(kMaxRegistryDevices * kQpnTableSize / 64, sizeof(uint64_t))));
+  // SOFTVERBS_LOCAL_DELIVERY=0 turns it off where the configuration asks for it.
+  if (config.local_delivery && !(local && std::string_view(local) == "0"))
+    local_qpns_.reset(static_cast<uint64_t*>(
+        std::calloc(kMaxRegistryDevices * kQpnTableSize / 64, sizeof(uint64_t))));
   target_table_ = std::make_unique<TargetTable>(wire_->own_target_area());
   multicast_ = config.multicast ? std::move(config.multicast)
                                 : std::make_unique<LocalMulticastDirectory>();
@@ -417,7 +418,7 @@ void Engine::mark_local_qpn(uint32_t device_index, uint32_t qpn, bool here) {
 bool Engine::delivers_locally(const WireAddress& dst) const {
   // QPNs below the first allocatable (QP0, QP1) name a port, not a QP, and
   // a multicast QPN names a group: those go by the wire, which routes them.
-  if (!local_delivery_enabled_ || !local_qpns_ || dst.device_index >= kMaxRegistryDevices ||
+  if (!local_qpns_ || dst.device_index >= kMaxRegistryDevices ||
       dst.qpn < kFirstAllocatableQpn || dst.qpn >= kQpnTableSize)
     return false;
   if (fault_injector_ && fault_injector_->sees_every_packet()) return false;

@@ -318,12 +318,12 @@ class Engine {
   ReaderShardedMutex qp_table_mutex_;
   std::unordered_map<uint64_t, QpImpl*> qps_;
   // One bit per QPN of qps_ below kQpnTableSize, per device (calloc'd:
-  // pages are touched only where QPNs are).
+  // pages are touched only where QPNs are); null when local delivery is off
+  // (Config::local_delivery, SOFTVERBS_LOCAL_DELIVERY).
   struct FreeDeleter {
     void operator()(uint64_t* p) const;
   };
   std::unique_ptr<uint64_t[], FreeDeleter> local_qpns_;
-  bool local_delivery_enabled_ = false;  // Config::local_delivery, SOFTVERBS_LOCAL_DELIVERY
   struct LocalAttachment {
     Gid gid;
     uint16_t lid;

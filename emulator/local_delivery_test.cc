@@ -16,16 +16,11 @@ class LocalDeliveryTest : public Transport {
   }
 
   static Errno post_send_of(Endpoint& from, uint32_t offset, uint32_t length, uint64_t wr_id) {
-    Sge s{reinterpret_cast<uint64_t>(from.buffer.data()) + offset, length, from.mr->lkey()};
-    SendRequest wr;
-    wr.wr_id = wr_id;
-    wr.opcode = WrOpcode::kSend;
-    wr.flags = kWrSignaled;
-    wr.sges = {&s, 1};
-    return from.qp->post_send(wr);
+    Sge s = sge(from, offset, length);
+    return from.qp->post_send(send_of(wr_id, s));
   }
   static Errno post_recv_into(Endpoint& to, uint32_t offset, uint32_t length, uint64_t wr_id) {
-    Sge s{reinterpret_cast<uint64_t>(to.buffer.data()) + offset, length, to.mr->lkey()};
+    Sge s = sge(to, offset, length);
     return to.qp->post_recv({wr_id, {&s, 1}});
   }
   // Takes one completion without driving the engine: a local delivery is

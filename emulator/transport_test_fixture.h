@@ -154,6 +154,29 @@ class Transport : public ::testing::Test {
     bring_up(b, a, b_psn, a_psn);
   }
 
+  // Work requests of the tests: one SGE at `offset` into an endpoint's
+  // buffer; a signaled SEND of it; a signaled WRITE or READ between it and
+  // `offset` into the target's buffer.
+  static Sge sge(Endpoint& e, uint64_t offset, uint32_t length) {
+    return Sge{reinterpret_cast<uint64_t>(e.buffer.data()) + offset, length, e.mr->lkey()};
+  }
+  static SendRequest send_of(uint64_t wr_id, Sge& local) {
+    SendRequest wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::kSend;
+    wr.flags = kWrSignaled;
+    wr.sges = {&local, 1};
+    return wr;
+  }
+  static SendRequest one_sided(WrOpcode opcode, uint64_t wr_id, Sge& local, Endpoint& target,
+                               uint64_t offset) {
+    SendRequest wr = send_of(wr_id, local);
+    wr.opcode = opcode;
+    wr.remote_addr = reinterpret_cast<uint64_t>(target.buffer.data()) + offset;
+    wr.rkey = target.mr->rkey();
+    return wr;
+  }
+
   // Runs the engine until `cq` yields a completion or nothing moves.
   bool poll_one(Cq& cq, Completion& out, int rounds = 100000) {
     for (int i = 0; i < rounds; ++i) {
