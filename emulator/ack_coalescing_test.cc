@@ -1,6 +1,7 @@
 // ACKs coalesced over one pass of intake (ack_batch.h): a batch of messages
 // served together is acknowledged once, at most every 16 messages, and the
 // held ACK goes before any other answer of the responder.
+#include "emulator/ack_batch.h"
 #include "emulator/transport_test_fixture.h"
 
 namespace softverbs {
@@ -107,6 +108,36 @@ TEST_F(AckCoalescing, TheHeldAckGoesBeforeANak) {
   ASSERT_TRUE(poll_one(*a.send_cq, c));
   EXPECT_EQ(c.wr_id, 2u);
   EXPECT_EQ(c.status, WcStatus::kRemInvReqErr);
+}
+
+// The receiver's application may see a completion while the ACK for it is
+// still held (the batch goes on serving other frames), and move the QP to
+// ERR at once, as rdma_disconnect does. The ACK goes before the QP stops
+// answering: the requester's message was delivered, and must complete.
+TEST_F(AckCoalescing, AQpMovedToErrorSendsTheAckItHoldsFirst) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 30, 30);
+  post_sends(a, b, 2);
+  {
+    AckBatch still_serving;  // the pass of intake has not ended yet
+    engine_->progress();
+    EXPECT_TRUE(ack_psns().empty());
+    Completion c;
+    ASSERT_TRUE(poll_one(*b.recv_cq, c));
+    ASSERT_TRUE(poll_one(*b.recv_cq, c));
+    QpAttributes to_error;
+    to_error.state = QpState::kErr;
+    ASSERT_EQ(b.qp->modify(to_error, kQpAttrState), 0);
+    EXPECT_EQ(ack_psns(), std::vector<uint32_t>{31});
+  }
+  EXPECT_EQ(ack_psns(), std::vector<uint32_t>{31});  // the batch's end adds none
+  run_until_idle();
+  Completion c;
+  for (uint64_t id : {0u, 1u}) {
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
 }
 
 }  // namespace

@@ -145,6 +145,7 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
 
   if (mask & kQpAttrAv) peer_device_index = peer_device_of(a.av);
   if (mask & kQpAttrAltPath) alt_peer_device_index = peer_device_of(a.alt_av);
+  if (next == QpState::kErr || next == QpState::kReset) responder.send_held_ack();
   copy_attrs(attr, a, mask);
   attr.state = next;
   if (migrate_now) migrate(MigrationCause::kSoftware);
@@ -309,6 +310,7 @@ Errno QpImpl::post_recv(const RecvRequest& wr) {
 
 void QpImpl::enter_error() {
   TargetEntryScope scope(*this);
+  responder.send_held_ack();
   attr.state = QpState::kErr;
   completer.stop_timers();
   // IBTA 10.3.1.x (Error state): every outstanding WR completes, in order,

@@ -430,7 +430,9 @@ void Responder::send_held_ack() {
   held_acks_ = 0;
   if (!holds_ack_) return;
   holds_ack_ = false;
-  // A QP moved to ERR or RESET meanwhile answers nothing.
+  // A QP sends its held ACK before it leaves the receiving states
+  // (QpImpl::modify, enter_error), so none is left here; should one be, a
+  // QP that no longer receives answers nothing.
   if (qp_.can_receive()) transmit_ack(held_ack_psn_, aeth::ack());
 }
 

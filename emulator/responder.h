@@ -55,8 +55,10 @@ class Responder {
 
   uint32_t expected_psn() const { return epsn_; }
 
-  // The ACK held over a batch of frames (ack_batch.h), if any, goes now;
-  // not from a QP that has left the states that answer requests.
+  // The ACK held over a batch of frames (ack_batch.h), if any, goes now.
+  // Also called before the QP leaves the receiving states: the application
+  // may already have seen the completions that ACK stands for, and act on
+  // them (move the QP to ERR, as rdma_disconnect does) before the batch ends.
   void send_held_ack();
 
   // Where the responder stands. An initiator that executes on this QP
