@@ -184,7 +184,8 @@ xsrq_pingpong xsrq_pingpong_events_large -e -s 65536 -n 100
 
 # ibv_rc_pingpong with 1% of the frames dropped on both sides still
 # completes, and `softverbs stats` shows the retransmissions while it runs.
-# The client loses 1% of its requests but none of its ACKs: the last frame
+# The server loses 1% of all it sends, the client 1% of its requests but
+# none of its ACKs: the last frame
 # of the run is its ACK of the server's last message, and it exits right
 # after sending it (ibv_rc_pingpong has no closing handshake). Were that ACK
 # lost, the server would retransmit to a QP that is gone and end with
