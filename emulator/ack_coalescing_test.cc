@@ -1,6 +1,8 @@
 // ACKs coalesced over one pass of intake (ack_batch.h): a batch of messages
 // served together is acknowledged once, at most every 16 messages, and the
 // held ACK goes before any other answer of the responder.
+#include <initializer_list>
+
 #include "emulator/ack_batch.h"
 #include "emulator/transport_test_fixture.h"
 
@@ -23,6 +25,15 @@ class AckCoalescing : public Transport {
     for (const Sent& f : sent_)
       if (f.opcode == Opcode::kRcAcknowledge) psns.push_back(f.psn);
     return psns;
+  }
+  // The next completions of a's send CQ are successes, of these WRs in order.
+  void expect_successes(Endpoint& a, std::initializer_list<uint64_t> wr_ids) {
+    Completion c;
+    for (uint64_t id : wr_ids) {
+      ASSERT_TRUE(poll_one(*a.send_cq, c)) << id;
+      EXPECT_EQ(c.wr_id, id);
+      EXPECT_EQ(c.status, WcStatus::kSuccess);
+    }
   }
   void expect_sends_complete(Endpoint& a, Endpoint& b, uint64_t count) {
     run_until_idle();
@@ -72,12 +83,7 @@ TEST_F(AckCoalescing, TheHeldAckGoesBeforeAReadResponse) {
   EXPECT_EQ(sent_[4].opcode, Opcode::kRcReadResponseOnly);
   EXPECT_EQ(sent_[4].psn, 9u);
   run_until_idle();
-  Completion c;
-  for (uint64_t id : {0u, 1u, 9u}) {
-    ASSERT_TRUE(poll_one(*a.send_cq, c));
-    EXPECT_EQ(c.wr_id, id);
-    EXPECT_EQ(c.status, WcStatus::kSuccess);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_successes(a, {0, 1, 9}));
 }
 
 TEST_F(AckCoalescing, TheHeldAckGoesBeforeANak) {
@@ -99,12 +105,8 @@ TEST_F(AckCoalescing, TheHeldAckGoesBeforeANak) {
   EXPECT_EQ(sent_[4].psn, 22u);
   EXPECT_EQ(aeth::kind(sent_[4].syndrome), aeth::Kind::kNak);
   run_until_idle();
+  ASSERT_NO_FATAL_FAILURE(expect_successes(a, {0, 1}));
   Completion c;
-  for (uint64_t id : {0u, 1u}) {
-    ASSERT_TRUE(poll_one(*a.send_cq, c));
-    EXPECT_EQ(c.wr_id, id);
-    EXPECT_EQ(c.status, WcStatus::kSuccess);
-  }
   ASSERT_TRUE(poll_one(*a.send_cq, c));
   EXPECT_EQ(c.wr_id, 2u);
   EXPECT_EQ(c.status, WcStatus::kRemInvReqErr);
@@ -132,12 +134,7 @@ TEST_F(AckCoalescing, AQpMovedToErrorSendsTheAckItHoldsFirst) {
   }
   EXPECT_EQ(ack_psns(), std::vector<uint32_t>{31});  // the batch's end adds none
   run_until_idle();
-  Completion c;
-  for (uint64_t id : {0u, 1u}) {
-    ASSERT_TRUE(poll_one(*a.send_cq, c));
-    EXPECT_EQ(c.wr_id, id);
-    EXPECT_EQ(c.status, WcStatus::kSuccess);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_successes(a, {0, 1}));
 }
 
 }  // namespace
