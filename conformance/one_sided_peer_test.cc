@@ -6,8 +6,12 @@
 // say so, and with a fault plan in force they travel as packets instead.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conformance/peer_pair.h"
@@ -100,6 +104,54 @@ TEST(OneSidedPeer, UnderAFaultPlanAWriteTravelsAsPackets) {
     const uint32_t qpn = local.qp()->qp_num;
     EXPECT_EQ(0u, local_qp_counter(qpn, "direct_operations").value_or(1));
     EXPECT_GE(local_qp_counter(qpn, "packets_sent").value_or(0), 1u);
+  });
+}
+
+// The inode of the shared file mapped at `addr` in a process's maps
+// (/proc/PID/maps), or of any such file when `addr` is 0.
+std::optional<uint64_t> shared_mr_file(const std::string& maps_path, uint64_t addr,
+                                       uint64_t inode = 0) {
+  std::ifstream maps(maps_path);
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("/memfd:softverbs-mr") == std::string::npos) continue;
+    uint64_t begin = 0, end = 0, found = 0;
+    char perms[8] = {};
+    unsigned long long offset = 0;
+    char device[16] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %llx %15s %lu", &begin, &end, perms, &offset,
+                    device, &found) != 6)
+      continue;
+    if (addr != 0 && (addr < begin || addr >= end)) continue;
+    if (inode != 0 && found != inode) continue;
+    return found;
+  }
+  return std::nullopt;
+}
+
+// With SOFTVERBS_SHARE_MR_PAGES=1 (ctest conformance_shared_mr_pages) the
+// peer's MR pages are a shared file, and this process maps that very file
+// to write into them.
+TEST(OneSidedPeer, WithSharedMrPagesTheInitiatorMapsThePeersPages) {
+  const char* sharing = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
+  if (!sharing || std::string_view(sharing) != "1")
+    GTEST_SKIP() << "needs SOFTVERBS_SHARE_MR_PAGES=1 (a soft device's option)";
+  if (!soft_control_available() || peer_is_remote()) GTEST_SKIP() << "needs a local soft peer";
+  with_connected_pair(symmetric_options(), [&](Endpoint& local, RemoteEndpoint& remote,
+                                               const EndpointInfo& info) {
+    local.fill(0, kLength, 17);
+    ASSERT_EQ(0, local.post_send(one_sided(IBV_WR_RDMA_WRITE, 1, 0, kLength)));
+    std::vector<ibv_wc> done;
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+    expect_completion(done[0], 1, IBV_WC_SUCCESS, "the WRITE");
+    std::optional<ByteMismatch> mismatch;
+    ASSERT_EQ(0, remote.check(kLength, kLength, 17, mismatch)) << remote.why();
+    EXPECT_FALSE(mismatch) << "the WRITE's bytes at the peer";
+    const std::optional<uint64_t> peer_file =
+        shared_mr_file("/proc/" + std::to_string(info.pid) + "/maps", info.qp.addr);
+    ASSERT_TRUE(peer_file) << "the peer's MR pages are not a shared file";
+    EXPECT_TRUE(shared_mr_file("/proc/self/maps", 0, *peer_file))
+        << "this process does not map the peer's file " << *peer_file;
   });
 }
 

@@ -10,6 +10,7 @@
 #include "emulator/app_memory.h"
 #include "emulator/attributes.h"
 #include "emulator/packet/headers.h"
+#include "emulator/peer_pages.h"
 #include "emulator/shared_lock_word.h"
 #include "emulator/target_table_layout.h"
 
@@ -70,10 +71,24 @@ bool copy_here(const DirectOperation& op, uint64_t remote) {
   return true;
 }
 
-// The bytes: one call for the whole message. false when anything did not
-// move; `refused` when the kernel forbids it outright.
-bool move_bytes(uint32_t pid, const DirectOperation& op, uint64_t remote, bool& refused) {
-  if (op.same_process) return copy_here(op, remote);
+// Through the target's shared pages mapped here: a copy per local piece.
+bool copy_through(const PeerMapping& pages, const DirectOperation& op, uint64_t offset) {
+  if (offset > pages.size || op.length > pages.size - offset) return false;
+  uint8_t* there = pages.base + offset;
+  for (const RunPiece& p : op.local) {
+    auto* here = reinterpret_cast<void*>(p.addr);
+    if (!(op.read ? app_memory::copy(here, there, p.length)
+                  : app_memory::copy(there, here, p.length)))
+      return false;
+    there += p.length;
+  }
+  return true;
+}
+
+// The bytes with one system call for the whole message. false when
+// anything did not move; `refused` when the kernel forbids it outright.
+bool move_by_system_call(uint32_t pid, const DirectOperation& op, uint64_t remote,
+                         bool& refused) {
   std::array<iovec, kMaxSge> local;
   size_t n = 0;
   for (const RunPiece& p : op.local) {
@@ -86,6 +101,29 @@ bool move_bytes(uint32_t pid, const DirectOperation& op, uint64_t remote, bool& 
               : process_vm_writev(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0);
   refused = moved < 0 && (errno == EPERM || errno == ENOSYS);
   return moved >= 0 && static_cast<uint64_t>(moved) == op.length;
+}
+
+// Moves the bytes of `op` into or out of the MR `mr` (checked) of `pid`.
+DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOperation& op,
+                        const TargetMrEntry& mr) {
+  const uint64_t within = op.va - mr.iova;
+  if (op.same_process)
+    return copy_here(op, mr.host_address + within) ? DirectResult::kExecuted
+                                                   : DirectResult::kNotHere;
+  // The pages outlive their owner: only while it lives (a system call would fail).
+  if (mr.pages_inode != 0 && mr.pages_offset <= UINT64_MAX - within &&
+      owner_alive(table.header)) {
+    const std::shared_ptr<const PeerMapping> pages =
+        PeerPages::process().find(pid, mr.pages_fd, mr.pages_inode);
+    if (pages)
+      return copy_through(*pages, op, mr.pages_offset + within) ? DirectResult::kExecuted
+                                                                 : DirectResult::kNotHere;
+  }
+  if (op.only_without_system_call) return DirectResult::kNeedsSystemCall;
+  bool refused = false;
+  if (move_by_system_call(pid, op, mr.host_address + within, refused))
+    return DirectResult::kExecuted;
+  return refused ? DirectResult::kRefused : DirectResult::kNotHere;
 }
 
 }  // namespace
@@ -116,9 +154,8 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
     });
     Unlocker<TargetMrEntry> mr_unlock{mr};
     if (!mr) return DirectResult::kNotHere;
-    bool refused = false;
-    if (!move_bytes(pid, op, mr_seen.host_address + (op.va - mr_seen.iova), refused))
-      return refused ? DirectResult::kRefused : DirectResult::kNotHere;
+    const DirectResult moved = move_bytes(table, pid, op, mr_seen);
+    if (moved != DirectResult::kExecuted) return moved;
   }
   // Written from the snapshot and sealed over it: anything scribbled since
   // leaves the entry unusable rather than sealed.

@@ -5,7 +5,8 @@
 // (the QP is open to it, the PSN is the one expected, the QP and the MR
 // grant the access, the PD matches, the range lies inside the MR), moves
 // the bytes with one process_vm_writev or process_vm_readv (a memcpy when
-// the target is the initiator's own process), and advances
+// the target is the initiator's own process, or when the MR's pages are
+// shared: shared_pages.h, peer_pages.h), and advances
 // the responder's PSN and MSN past the message, all under the entries'
 // locks. Anything that does not check out leaves the table as it was, and
 // the operation travels as packets instead, where the responder gives the
@@ -34,12 +35,16 @@ struct DirectOperation {
   // The target is this process (PeerTargetArea::same_process): the bytes
   // move with a guarded memcpy instead of a system call.
   bool same_process = false;
+  // Only if the bytes move without a system call (a short one, for which
+  // a packet costs less than the call): else kNeedsSystemCall.
+  bool only_without_system_call = false;
 };
 
 enum class DirectResult {
   kExecuted,
-  kNotHere,   // send it as packets
-  kRefused,   // the kernel refuses cross-memory attach here: send every one as packets
+  kNotHere,           // send it as packets
+  kRefused,           // the kernel refuses cross-memory attach here: send every one as packets
+  kNeedsSystemCall,   // nothing done: only a system call would move the bytes
 };
 
 // `area` is the target's (Wire::peer_target_area).

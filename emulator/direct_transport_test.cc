@@ -4,6 +4,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
+
+#include "emulator/shared_pages.h"
+#include "emulator/target_table.h"
 #include "emulator/transport_test_fixture.h"
 
 namespace softverbs {
@@ -281,6 +286,102 @@ TEST_F(DirectTransport, WithinOneProcessAnInaccessibleTargetFailsAsPacketsWithou
   EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
   mr.reset();
   munmap(gone, page);
+}
+
+// The target's MR pages shared (SOFTVERBS_SHARE_MR_PAGES, shared_pages.h):
+// the initiator maps them and a direct copy is a memcpy, so a stream of
+// short ones stays direct as within one process. The target's MR lies on
+// pages of its own, as only whole pages are shared.
+class DirectIntoSharedPages : public DirectTransport {
+ protected:
+  static constexpr size_t kBytes = 256 * 1024;
+  void SetUp() override {
+    SharedPages::set_enabled(true);
+    DirectTransport::SetUp();
+    // No progress thread here: this thread stands for the target's life.
+    engine_->target_table().hold_liveness();
+    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    pages_ = static_cast<uint8_t*>(p);
+    std::memset(pages_, 9, kBytes);
+  }
+  void TearDown() override {
+    engine_->target_table().release_liveness();
+    DirectTransport::TearDown();
+    munmap(pages_, kBytes);
+    SharedPages::set_enabled(false);
+  }
+  // b's MR over the pages (held by the test, after b's PD).
+  void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr) {
+    Errno err;
+    mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
+                           kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead, err);
+    ASSERT_TRUE(mr) << err;
+    ASSERT_TRUE(mr->shared_pages()) << "the target's pages were not shared";
+    rkey_ = mr->rkey();
+  }
+  SendRequest into_pages(WrOpcode opcode, uint64_t wr_id, Sge& local, uint64_t offset) {
+    SendRequest wr = send_of(wr_id, local);
+    wr.opcode = opcode;
+    wr.remote_addr = reinterpret_cast<uint64_t>(pages_) + offset;
+    wr.rkey = rkey_;
+    return wr;
+  }
+  uint8_t* pages_ = nullptr;
+  uint32_t rkey_ = 0;
+};
+
+TEST_F(DirectIntoSharedPages, ShortWritesAndReadsPostedAheadStayDirect) {
+  Endpoint a = make_endpoint(kBytes), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::unique_ptr<Mr> mr;
+  register_pages(b, mr);
+  fill(a.buffer, 5);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Sge from = sge(a, 64 * id, 64);
+    ASSERT_EQ(a.qp->post_send(into_pages(WrOpcode::kRdmaWrite, id, from, 64 * id)), 0);
+  }
+  Sge into = sge(a, 100 * 1024, 4096);
+  ASSERT_EQ(a.qp->post_send(into_pages(WrOpcode::kRdmaRead, 21, into, 200 * 1024)), 0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 21u);
+  EXPECT_TRUE(sent_.empty());
+  for (uint64_t id = 1; id <= 21; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  EXPECT_TRUE(std::equal(a.buffer.begin() + 64, a.buffer.begin() + 21 * 64, pages_ + 64));
+  EXPECT_EQ(pages_[63], 9);
+  EXPECT_EQ(pages_[21 * 64], 9);
+  EXPECT_TRUE(std::all_of(a.buffer.begin() + 100 * 1024, a.buffer.begin() + 104 * 1024,
+                          [](uint8_t v) { return v == 9; }));
+  EXPECT_EQ(b.qp->counters().executed_by_initiators, 21u);
+}
+
+TEST_F(DirectIntoSharedPages, AfterDeregistrationTheSharedPagesAreNoLongerReached) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::unique_ptr<Mr> mr;
+  register_pages(b, mr);
+  fill(a.buffer, 5);
+  Sge from = sge(a, 0, 64);
+  SendRequest write = into_pages(WrOpcode::kRdmaWrite, 1, from, 0);
+  ASSERT_EQ(a.qp->post_send(write), 0);  // maps the pages here
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(pages_[0], a.buffer[0]);
+  mr.reset();
+  std::memset(pages_, 77, kBytes);
+  write.wr_id = 2;
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  run_until_idle();
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 2u);
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  EXPECT_TRUE(std::all_of(pages_, pages_ + kBytes, [](uint8_t v) { return v == 77; }));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "emulator/app_memory.h"
 #include "emulator/hca_impl.h"
 #include "emulator/memory_window.h"
+#include "emulator/shared_pages.h"
 #include "emulator/target_table.h"
 
 namespace softverbs {
@@ -46,17 +47,30 @@ uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 // The MR as initiators executing on this process see it (target_table.h).
 void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
   if (mr.kind() == MrKind::kNull) return;
-  hca.engine->target_table().publish_mr(
-      TargetMemory{hca.description.index, mr.rkey(), mr.access(),
-                   reinterpret_cast<uint64_t>(&mr.pd()), mr.iova(), mr.length(), mr.addr()});
+  hca.engine->target_table().publish_mr(TargetMemory{
+      hca.description.index, mr.rkey(), mr.access(), reinterpret_cast<uint64_t>(&mr.pd()),
+      mr.iova(), mr.length(), mr.addr(), mr.shared_pages()});
+}
+
+// The pages of memory that peers may write or read, shared when the
+// process asked for it (shared_pages.h); nullopt otherwise.
+std::optional<SharedPagesRef> share_pages_for(const MrInit& init) {
+  constexpr uint32_t remote = kAccessRemoteWrite | kAccessRemoteRead;
+  if (!SharedPages::enabled() || init.on_demand || !(init.access & remote)) return std::nullopt;
+  return SharedPages::process().share(init.addr, init.length);
+}
+
+void release_pages(const std::optional<SharedPagesRef>& pages) {
+  if (pages) SharedPages::process().release(*pages);
 }
 
 }  // namespace
 
-Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot)
+Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot,
+       std::optional<SharedPagesRef> pages)
     : pd_(&pd), kind_(kind), addr_(init.addr), length_(init.length), iova_(init.iova),
       access_(init.access), on_demand_(init.on_demand), lkey_(key),
-      rkey_(kind == MrKind::kNull ? 0 : key), slot_(std::move(slot)) {}
+      rkey_(kind == MrKind::kNull ? 0 : key), slot_(std::move(slot)), pages_(pages) {}
 
 Mr::~Mr() {
   Hca::Impl& hca = pd_->hca().impl();
@@ -69,6 +83,7 @@ Mr::~Mr() {
     for (auto it = hca.mws_by_index.begin(); bound_windows_ && it != hca.mws_by_index.end(); ++it)
       if (it->second->bound_mr() == this) it->second->unbind_locked();
   }
+  release_pages(pages_);
   if (device_memory_) device_memory_->users.fetch_sub(1);
   pd_->users.fetch_sub(1);
 }
@@ -92,13 +107,19 @@ std::unique_ptr<Mr> Hca::register_mr(Pd& pd, const MrInit& init, Errno& err) {
     return nullptr;
   }
   if ((err = check_pinnable(init))) return nullptr;
+  struct Registration {
+    const MrInit& init;
+    std::optional<SharedPagesRef> pages;
+  };
   auto make = [](Pd& p, uint32_t key, const void* arg, ObjectQuota::Slot slot) {
+    const auto& r = *static_cast<const Registration*>(arg);
     return std::unique_ptr<Mr>(
-        new Mr(p, MrKind::kMemory, *static_cast<const MrInit*>(arg), key, std::move(slot)));
+        new Mr(p, MrKind::kMemory, r.init, key, std::move(slot), r.pages));
   };
   ObjectQuota::Slot slot = take_slot(ObjectKind::kMr, err);
   if (!slot) return nullptr;
-  return enter_mr(*impl_, make, pd, &init, std::move(slot));
+  const Registration registration{init, share_pages_for(init)};
+  return enter_mr(*impl_, make, pd, &registration, std::move(slot));
 }
 
 std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length, uint32_t access,
@@ -158,9 +179,11 @@ Errno Hca::reregister_mr(Mr& mr, const MrChange& change) {
   if (repin)
     if (Errno err = check_pinnable(next)) return err;
   Pd* old_pd = mr.pd_;
+  std::optional<SharedPagesRef> pages = share_pages_for(next);
   {
     std::unique_lock lock(impl_->mr_mutex);
     impl_->engine->target_table().withdraw_mr(impl_->description.index, mr.rkey_);
+    std::swap(mr.pages_, pages);  // `pages` now the old ones, released below
     mr.addr_ = next.addr;
     mr.length_ = next.length;
     mr.iova_ = next.iova;
@@ -169,6 +192,7 @@ Errno Hca::reregister_mr(Mr& mr, const MrChange& change) {
     if (change.pd) mr.pd_ = change.pd;
     publish_for_initiators(*impl_, mr);
   }
+  release_pages(pages);
   if (change.pd && change.pd != old_pd) {
     change.pd->users.fetch_add(1);
     old_pd->users.fetch_sub(1);

@@ -12,8 +12,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "emulator/object_quota.h"
+#include "emulator/shared_pages.h"
 #include "emulator/types.h"
 
 namespace softverbs {
@@ -69,6 +71,8 @@ class Mr {
   bool on_demand() const { return on_demand_; }
   MrKind kind() const { return kind_; }
   Pd& pd() const { return *pd_; }
+  // Its pages' file, when peers reach them by mapping it (shared_pages.h).
+  const std::optional<SharedPagesRef>& shared_pages() const { return pages_; }
 
   // [va, va+len) lies inside the MR's address space.
   bool contains(uint64_t va, uint64_t len) const {
@@ -80,7 +84,8 @@ class Mr {
  private:
   friend class Hca;
   friend class Mw;
-  Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot);
+  Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot,
+     std::optional<SharedPagesRef> pages = std::nullopt);
   Pd* pd_;
   MrKind kind_;
   uint64_t addr_, length_, iova_;
@@ -90,6 +95,7 @@ class Mr {
   DeviceMemory* device_memory_ = nullptr;  // for kDeviceMemory
   ObjectQuota::Slot slot_;
   uint32_t bound_windows_ = 0;  // memory windows bound to it
+  std::optional<SharedPagesRef> pages_;
 };
 
 // Device memory (ibv_alloc_dm(3)): memory of the HCA that the host reaches

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "emulator/engine.h"
+#include "emulator/target_table.h"
 
 namespace softverbs {
 namespace {
@@ -75,6 +76,8 @@ void Engine::progress_thread_main() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   const uint64_t spin_ns = spin_after_activity_ns();
   uint64_t last_activity_ns = 0;
+  // This thread lives as long as the engine: its death is the process's.
+  target_table_->hold_liveness();
 
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (fork_gate_.load(std::memory_order_acquire) != 0) park_for_fork();
@@ -105,6 +108,7 @@ void Engine::progress_thread_main() {
     }
     sleep_until_woken(SleepUntil::kFrameArrives);
   }
+  target_table_->release_liveness();
 }
 
 bool Engine::serve_due_timers_beside_poller() {

@@ -51,8 +51,8 @@ constexpr uint64_t kDirectMaxBytes = 4u << 20;
 // small is executed directly only on a target that would have to be woken
 // (its progress thread asleep, no application thread polling), and never
 // waits for packets in flight to do so. From this size on (that of runs)
-// the one copy always wins. (Neither rule holds within one process, where
-// the copy is a memcpy.)
+// the one copy always wins. (Neither rule holds where the copy is a memcpy:
+// within one process, or into an MR whose pages the target shares.)
 constexpr uint64_t kDirectAlwaysBytes = 16 * 1024;
 // More WRs than this started since the application last polled the send
 // CQ make a stream (a bandwidth loop posting ahead): its short WRITEs and
@@ -154,8 +154,10 @@ Requester::Step Requester::start_wqe() {
   SendWqe& w = *wqe_;
   if (w.is_local()) return Step::kLocalOperation;
   if (!direct_fits(w)) return Step::kStartPackets;
-  if (w.length < kDirectAlwaysBytes && streaming() && !target_in_this_process())
-    return Step::kStartPackets;
+  // A short one in a stream only if the copy is a memcpy.
+  direct_without_call_only_ =
+      w.length < kDirectAlwaysBytes && streaming() && !target_in_this_process();
+  if (direct_without_call_only_ && w.rkey == rkey_needing_call_) return Step::kStartPackets;
   // Only with nothing outstanding: then the responder has taken every
   // earlier request, and this one is next in its order as on the wire.
   const bool outstanding = npsn_ != psn_high_ || packets_in_flight() != 0 ||
@@ -239,8 +241,11 @@ Requester::Step Requester::execute_direct() {
   SendWqe& w = *wqe_;
   const PeerTargetArea target = qp_.engine->direct_target(qp_.destination());
   if (target.bytes.empty()) return direct_declined();
-  if (w.length < kDirectAlwaysBytes && target.attentive && !target.same_process)
-    return Step::kStartPackets;
+  // A short one for an attentive target only if the copy is a memcpy.
+  const bool without_call_only = direct_without_call_only_ || (w.length < kDirectAlwaysBytes &&
+                                                               target.attentive &&
+                                                               !target.same_process);
+  if (without_call_only && w.rkey == rkey_needing_call_) return Step::kStartPackets;
   const uint64_t index = qp_.sq.next;
   RunFrame local;  // its pieces: where the bytes are in this process
   if (w.inline_len) {
@@ -265,10 +270,14 @@ Requester::Step Requester::execute_direct() {
       .length = w.length,
       .local = std::span<const RunPiece>(local.pieces.data(), local.piece_count),
       .same_process = target.same_process,
+      .only_without_system_call = without_call_only,
   };
   switch (execute_directly(target.bytes, op)) {
     case DirectResult::kRefused: qp_.engine->refuse_direct(); return direct_declined();
     case DirectResult::kNotHere: return direct_declined();
+    case DirectResult::kNeedsSystemCall:
+      rkey_needing_call_ = w.rkey;  // its short ones go as packets from now on
+      return Step::kStartPackets;
     case DirectResult::kExecuted: break;
   }
   direct_working_ = true;

@@ -139,6 +139,12 @@ class Requester {
   bool direct_working_ = true;
   uint32_t direct_probe_in_ = 0;
   uint32_t direct_probe_interval_ = 0;
+  // The WQE at hand is short and may be executed directly only if its
+  // bytes move without a system call (requester.cc, kDirectAlwaysBytes).
+  bool direct_without_call_only_ = false;
+  // An R_Key whose MR only a system call reaches: short ones to it go as
+  // packets without asking again (0: none; no MR has R_Key 0).
+  uint32_t rkey_needing_call_ = 0;
   uint64_t polls_seen_ = 0;         // the send CQ's poll count at the last look
   uint32_t starts_since_poll_ = 0;  // short one-sided WQEs started since it changed
 };

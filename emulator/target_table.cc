@@ -1,5 +1,6 @@
 #include "emulator/target_table.h"
 
+#include <linux/futex.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,7 +62,8 @@ uint64_t seal_of(const TargetQpEntry& e, uint64_t seed) {
 uint64_t seal_of(const TargetMrEntry& e, uint64_t seed) {
   uint64_t h = mix(seed, e.key);
   for (uint64_t v : {uint64_t{e.device}, uint64_t{e.access}, e.pd, e.iova, e.length,
-                     e.host_address})
+                     e.host_address, static_cast<uint64_t>(e.pages_fd), e.pages_inode,
+                     e.pages_offset})
     h = mix(h, v);
   return h;
 }
@@ -88,6 +90,9 @@ TargetMrEntry snapshot(const TargetMrEntry& e) {
   c.iova = e.iova;
   c.length = e.length;
   c.host_address = e.host_address;
+  c.pages_fd = e.pages_fd;
+  c.pages_inode = e.pages_inode;
+  c.pages_offset = e.pages_offset;
   c.seal = e.seal;
   return c;
 }
@@ -101,7 +106,28 @@ TargetTable::TargetTable(std::span<uint8_t> area) : seed_(fresh_seed()) {
   h.pid = static_cast<uint32_t>(getpid());
   h.pid_namespace = own_pid_namespace();
   h.seed = seed_;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&h.liveness, &attr);
+  pthread_mutexattr_destroy(&attr);
   shared_field(h.magic).store(kTargetTableMagic, std::memory_order_release);
+}
+
+void TargetTable::hold_liveness() {
+  if (table_) pthread_mutex_lock(&table_->header.liveness);
+}
+
+void TargetTable::release_liveness() {
+  if (table_) pthread_mutex_unlock(&table_->header.liveness);
+}
+
+bool owner_alive(TargetTableHeader& header) {
+  // The robust futex word: the holder's thread id, FUTEX_OWNER_DIED and no
+  // id once the kernel has found the holder dead, 0 when nobody holds it.
+  const int word = std::atomic_ref<int>(header.liveness.__data.__lock).load(std::memory_order_acquire);
+  return (word & FUTEX_TID_MASK) != 0 && (word & FUTEX_OWNER_DIED) == 0;
 }
 
 void TargetTable::set_accepting(bool accepting) {
@@ -144,6 +170,9 @@ void TargetTable::publish_mr(const TargetMemory& mr) {
     e->iova = mr.iova;
     e->length = mr.length;
     e->host_address = mr.host_address;
+    e->pages_fd = mr.pages ? mr.pages->fd : -1;
+    e->pages_inode = mr.pages ? mr.pages->inode : 0;
+    e->pages_offset = mr.pages ? mr.pages->offset : 0;
     shared_field(e->key).store(mr.rkey, std::memory_order_release);
     reseal(*e, seed_);
   }

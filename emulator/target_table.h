@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <unordered_map>
 
+#include "emulator/shared_pages.h"
 #include "emulator/target_table_layout.h"
 
 namespace softverbs {
@@ -23,6 +25,7 @@ struct TargetMemory {
   uint64_t iova = 0;
   uint64_t length = 0;
   uint64_t host_address = 0;
+  std::optional<SharedPagesRef> pages;  // the pages' file, when they are shared
 };
 
 class TargetTable {
@@ -39,6 +42,11 @@ class TargetTable {
   // Whether initiators may execute here at all (not while a fault rule or a
   // capture must see every packet).
   void set_accepting(bool accepting);
+
+  // The calling thread holds the liveness mutex (target_table_layout.h)
+  // until it lets go, from the same thread; it must live that long.
+  void hold_liveness();
+  void release_liveness();
 
   // An entry for an RC QP, closed; nullptr when there is no room (its
   // operations then all travel as packets).

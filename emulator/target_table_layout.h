@@ -20,6 +20,8 @@
 // may do that may also write into the target's memory itself.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +31,7 @@
 namespace softverbs {
 
 inline constexpr uint64_t kTargetTableMagic = 0x746774742d767373ull;  // "ssv-ttgt"
-inline constexpr uint32_t kTargetTableVersion = 2;
+inline constexpr uint32_t kTargetTableVersion = 3;
 
 struct TargetTableHeader {
   uint64_t magic;               // written last, read with acquire
@@ -39,6 +41,12 @@ struct TargetTableHeader {
   uint32_t accepting;           // 0 while every packet must travel (faults, capture)
   uint32_t reserved;
   uint64_t seed;                // keys the entries' seals
+  // Held, as a robust mutex, by a thread of the owner that lives as long
+  // as its engine (target_table.h): when the owner dies, the kernel marks
+  // the futex word (FUTEX_OWNER_DIED), so an initiator writing through the
+  // owner's shared pages, which outlive it, learns of the death with one
+  // read (owner_alive), where a system call would have failed.
+  pthread_mutex_t liveness;
 };
 
 // An RC QP of the owner. key: 0 empty, else target_qp_key(device, qpn).
@@ -58,6 +66,8 @@ struct alignas(64) TargetQpEntry {
 };
 
 // An MR with an R_Key. key: 0 empty, else the R_Key; device 1-based.
+// pages_inode 0: its pages are the owner's own (reached by system calls);
+// else they lie in a file the owner shares (shared_pages.h).
 struct alignas(64) TargetMrEntry {
   uint32_t lock;
   uint32_t key;
@@ -68,11 +78,15 @@ struct alignas(64) TargetMrEntry {
   uint64_t iova;
   uint64_t length;
   uint64_t host_address;        // of iova, in the owner's address space
+  int32_t pages_fd;             // the file's descriptor in the owner
+  uint32_t reserved;
+  uint64_t pages_inode;
+  uint64_t pages_offset;        // of iova, in the file
   uint64_t seal;                // of everything above but the lock
 };
 
 inline constexpr uint32_t kTargetQpEntries = 512;
-inline constexpr uint32_t kTargetMrEntries = 1024;
+inline constexpr uint32_t kTargetMrEntries = 512;
 // A key is looked for in this many entries from where it hashes to.
 inline constexpr uint32_t kTargetProbeLength = 16;
 
@@ -81,7 +95,7 @@ struct TargetTableLayout {
   TargetQpEntry qps[kTargetQpEntries];
   TargetMrEntry mrs[kTargetMrEntries];
 };
-static_assert(sizeof(TargetQpEntry) == 64 && sizeof(TargetMrEntry) == 64);
+static_assert(sizeof(TargetQpEntry) == 64 && sizeof(TargetMrEntry) == 128);
 static_assert(sizeof(TargetTableLayout) <= kMailboxTargetAreaBytes);
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
@@ -114,6 +128,9 @@ inline void reseal(TargetQpEntry& e, uint64_t seed) { e.seal = seal_of(e, seed);
 inline void reseal(TargetMrEntry& e, uint64_t seed) { e.seal = seal_of(e, seed); }
 inline bool sealed(const TargetQpEntry& e, uint64_t seed) { return e.seal == seal_of(e, seed); }
 inline bool sealed(const TargetMrEntry& e, uint64_t seed) { return e.seal == seal_of(e, seed); }
+
+// Whether the thread holding the table's liveness mutex is alive.
+bool owner_alive(TargetTableHeader& header);
 
 // What a table's header names as its owner's pid namespace, for this
 // process (the inode of /proc/self/ns/pid; 0 when unknown).

@@ -1,0 +1,89 @@
+#include "emulator/peer_pages.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace softverbs {
+namespace {
+
+// By system call numbers: glibc 2.36's <sys/pidfd.h> declares them without C linkage.
+int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int fetch_fd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
+
+}  // namespace
+
+PeerMapping::~PeerMapping() {
+  if (base) munmap(base, size);
+}
+
+PeerPages& PeerPages::process() {
+  static PeerPages* pages = [] {
+    auto* made = new PeerPages;  // lives as long as the process
+    // Held across fork(), so that the child's copy is not left locked; the
+    // child has none of the mappings (MADV_DONTFORK) and forgets them.
+    pthread_atfork([] { process().mutex_.lock(); }, [] { process().mutex_.unlock(); },
+                   [] {
+                     process().mutex_.unlock();
+                     process().forget_all();
+                   });
+    return made;
+  }();
+  return *pages;
+}
+
+std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  ++uses_;
+  for (const std::shared_ptr<PeerMapping>& m : mappings_) {
+    if (m->inode != inode || m->pid != pid) continue;
+    m->last_used = uses_;
+    return m->base ? m : nullptr;
+  }
+  if (mappings_.size() >= kMostMappings) {
+    auto oldest = std::min_element(mappings_.begin(), mappings_.end(), [](auto& a, auto& b) {
+      return a->last_used < b->last_used;
+    });
+    mappings_.erase(oldest);  // unmapped once no copy holds it
+  }
+  std::shared_ptr<PeerMapping> made = map(pid, fd, inode);
+  made->last_used = uses_;
+  mappings_.push_back(made);
+  return made->base ? made : nullptr;
+}
+
+std::shared_ptr<PeerMapping> PeerPages::map(uint32_t pid, int32_t fd, uint64_t inode) {
+  auto m = std::make_shared<PeerMapping>();
+  m->pid = pid;
+  m->inode = inode;
+  const int pidfd = open_pidfd(static_cast<pid_t>(pid));
+  if (pidfd < 0) return m;
+  const int file = fetch_fd(pidfd, fd);
+  close(pidfd);
+  if (file < 0) return m;
+  struct stat st;
+  if (fstat(file, &st) == 0 && static_cast<uint64_t>(st.st_ino) == inode && st.st_size > 0 &&
+      S_ISREG(st.st_mode)) {
+    const auto size = static_cast<uint64_t>(st.st_size);
+    void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0);
+    if (base != MAP_FAILED) {
+      madvise(base, size, MADV_DONTFORK);
+      m->base = static_cast<uint8_t*>(base);
+      m->size = size;
+    }
+  }
+  close(file);
+  return m;
+}
+
+void PeerPages::forget_all() {
+  // The mappings are not there, so nothing is unmapped.
+  for (std::shared_ptr<PeerMapping>& m : mappings_) m->base = nullptr;
+  mappings_.clear();
+}
+
+}  // namespace softverbs

@@ -1,0 +1,55 @@
+// Peers' shared MR pages (shared_pages.h) mapped into this process, so
+// that an RDMA WRITE or READ executed on a peer of the host
+// (direct_execution.h) is a memcpy instead of a system call.
+//
+// A peer's target table names the file by its descriptor in the peer and
+// its inode; the descriptor is fetched with pidfd_getfd(2), which the
+// kernel allows where it allows process_vm_writev (the same ptrace access
+// check), and is used only if it is that inode. A mapping held here keeps
+// its file alive, so an inode seen again while it is held is that file.
+// Up to kMostMappings are held, the least recently used let go first;
+// one that cannot be made is remembered and not tried again.
+//
+// Threads: any; one mutex inside, a leaf. A mapping in use by a copy is
+// held by the copy and unmapped only when that ends.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace softverbs {
+
+struct PeerMapping {
+  uint32_t pid = 0;
+  uint64_t inode = 0;
+  uint8_t* base = nullptr;  // nullptr: it could not be mapped
+  uint64_t size = 0;
+  uint64_t last_used = 0;
+  ~PeerMapping();
+};
+
+class PeerPages {
+ public:
+  static constexpr size_t kMostMappings = 64;
+
+  // The process's one instance; a child of fork() starts with none.
+  static PeerPages& process();
+
+  // The file `fd` of process `pid`, if it is inode `inode`, mapped here;
+  // nullptr when it cannot be.
+  std::shared_ptr<const PeerMapping> find(uint32_t pid, int32_t fd, uint64_t inode);
+
+ private:
+  // After fork(), in the child, which has none of the mappings.
+  void forget_all();
+
+  std::shared_ptr<PeerMapping> map(uint32_t pid, int32_t fd, uint64_t inode);
+
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<PeerMapping>> mappings_;
+  uint64_t uses_ = 0;
+};
+
+}  // namespace softverbs
