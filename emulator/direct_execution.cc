@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "emulator/app_memory.h"
+#include "emulator/liveness_page.h"
 #include "emulator/attributes.h"
 #include "emulator/packet/headers.h"
 #include "emulator/peer_pages.h"
@@ -103,6 +104,17 @@ bool move_by_system_call(uint32_t pid, const DirectOperation& op, uint64_t remot
   return moved >= 0 && static_cast<uint64_t>(moved) == op.length;
 }
 
+// Whether the target lives, by its liveness page: its shared pages outlive
+// it, where a system call to it would fail.
+bool owner_alive(TargetTableHeader& header, uint32_t pid) {
+  const uint64_t inode = shared_field(header.liveness_inode).load(std::memory_order_relaxed);
+  if (inode == 0) return false;
+  const int32_t fd = shared_field(header.liveness_fd).load(std::memory_order_relaxed);
+  const std::shared_ptr<const PeerMapping> page =
+      PeerPages::process().find(pid, fd, inode, PeerFile::kLiveness);
+  return page && holder_alive(page->base);
+}
+
 // Moves the bytes of `op` into or out of the MR `mr` (checked) of `pid`.
 DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOperation& op,
                         const TargetMrEntry& mr) {
@@ -110,9 +122,8 @@ DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOper
   if (op.same_process)
     return copy_here(op, mr.host_address + within) ? DirectResult::kExecuted
                                                    : DirectResult::kNotHere;
-  // The pages outlive their owner: only while it lives (a system call would fail).
   if (mr.pages_inode != 0 && mr.pages_offset <= UINT64_MAX - within &&
-      owner_alive(table.header)) {
+      owner_alive(table.header, pid)) {
     const std::shared_ptr<const PeerMapping> pages =
         PeerPages::process().find(pid, mr.pages_fd, mr.pages_inode);
     if (pages)

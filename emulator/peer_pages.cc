@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 
 namespace softverbs {
 namespace {
@@ -14,6 +16,17 @@ namespace {
 // By system call numbers: glibc 2.36's <sys/pidfd.h> declares them without C linkage.
 int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 int fetch_fd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
+
+// Whether `file` is a memfd of that kind, by the name it was made with.
+bool named(int file, PeerFile kind) {
+  const char* expected =
+      kind == PeerFile::kMrPages ? "/memfd:softverbs-mr " : "/memfd:softverbs-live ";
+  char link[64];
+  char target[128] = {};
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", file);
+  const ssize_t n = readlink(link, target, sizeof(target) - 1);
+  return n > 0 && std::strncmp(target, expected, std::strlen(expected)) == 0;
+}
 
 }  // namespace
 
@@ -36,11 +49,12 @@ PeerPages& PeerPages::process() {
   return *pages;
 }
 
-std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uint64_t inode) {
+std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uint64_t inode,
+                                                    PeerFile kind) {
   std::lock_guard lock(mutex_);
   ++uses_;
   for (const std::shared_ptr<PeerMapping>& m : mappings_) {
-    if (m->inode != inode || m->pid != pid) continue;
+    if (m->inode != inode || m->pid != pid || m->kind != kind) continue;
     m->last_used = uses_;
     return m->base ? m : nullptr;
   }
@@ -50,16 +64,18 @@ std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uin
     });
     mappings_.erase(oldest);  // unmapped once no copy holds it
   }
-  std::shared_ptr<PeerMapping> made = map(pid, fd, inode);
+  std::shared_ptr<PeerMapping> made = map(pid, fd, inode, kind);
   made->last_used = uses_;
   mappings_.push_back(made);
   return made->base ? made : nullptr;
 }
 
-std::shared_ptr<PeerMapping> PeerPages::map(uint32_t pid, int32_t fd, uint64_t inode) {
+std::shared_ptr<PeerMapping> PeerPages::map(uint32_t pid, int32_t fd, uint64_t inode,
+                                            PeerFile kind) {
   auto m = std::make_shared<PeerMapping>();
   m->pid = pid;
   m->inode = inode;
+  m->kind = kind;
   const int pidfd = open_pidfd(static_cast<pid_t>(pid));
   if (pidfd < 0) return m;
   const int file = fetch_fd(pidfd, fd);
@@ -67,9 +83,10 @@ std::shared_ptr<PeerMapping> PeerPages::map(uint32_t pid, int32_t fd, uint64_t i
   if (file < 0) return m;
   struct stat st;
   if (fstat(file, &st) == 0 && static_cast<uint64_t>(st.st_ino) == inode && st.st_size > 0 &&
-      S_ISREG(st.st_mode)) {
+      S_ISREG(st.st_mode) && named(file, kind)) {
     const auto size = static_cast<uint64_t>(st.st_size);
-    void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0);
+    const int prot = kind == PeerFile::kMrPages ? PROT_READ | PROT_WRITE : PROT_READ;
+    void* base = mmap(nullptr, size, prot, MAP_SHARED, file, 0);
     if (base != MAP_FAILED) {
       madvise(base, size, MADV_DONTFORK);
       m->base = static_cast<uint8_t*>(base);

@@ -8,7 +8,8 @@
 // check), and is used only if it is that inode. A mapping held here keeps
 // its file alive, so an inode seen again while it is held is that file.
 // Up to kMostMappings are held, the least recently used let go first;
-// one that cannot be made is remembered and not tried again.
+// one that cannot be made is remembered and not tried again. A peer's
+// liveness page (liveness_page.h) is mapped the same way, read-only.
 //
 // Threads: any; one mutex inside, a leaf. A mapping in use by a copy is
 // held by the copy and unmapped only when that ends.
@@ -21,9 +22,16 @@
 
 namespace softverbs {
 
+// What a peer's file is, as its memfd name says.
+enum class PeerFile : uint8_t {
+  kMrPages,    // shared MR pages, mapped for reading and writing
+  kLiveness,   // its liveness page, mapped read-only
+};
+
 struct PeerMapping {
   uint32_t pid = 0;
   uint64_t inode = 0;
+  PeerFile kind = PeerFile::kMrPages;
   uint8_t* base = nullptr;  // nullptr: it could not be mapped
   uint64_t size = 0;
   uint64_t last_used = 0;
@@ -37,15 +45,16 @@ class PeerPages {
   // The process's one instance; a child of fork() starts with none.
   static PeerPages& process();
 
-  // The file `fd` of process `pid`, if it is inode `inode`, mapped here;
-  // nullptr when it cannot be.
-  std::shared_ptr<const PeerMapping> find(uint32_t pid, int32_t fd, uint64_t inode);
+  // The file `fd` of process `pid`, if it is inode `inode` and a file of
+  // that kind, mapped here; nullptr when it cannot be.
+  std::shared_ptr<const PeerMapping> find(uint32_t pid, int32_t fd, uint64_t inode,
+                                          PeerFile kind = PeerFile::kMrPages);
 
  private:
   // After fork(), in the child, which has none of the mappings.
   void forget_all();
 
-  std::shared_ptr<PeerMapping> map(uint32_t pid, int32_t fd, uint64_t inode);
+  std::shared_ptr<PeerMapping> map(uint32_t pid, int32_t fd, uint64_t inode, PeerFile kind);
 
   std::mutex mutex_;
   std::vector<std::shared_ptr<PeerMapping>> mappings_;

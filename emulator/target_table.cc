@@ -1,6 +1,5 @@
 #include "emulator/target_table.h"
 
-#include <linux/futex.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +7,7 @@
 #include <new>
 #include <random>
 
+#include "emulator/liveness_page.h"
 #include "emulator/shared_lock_word.h"
 
 namespace softverbs {
@@ -106,28 +106,24 @@ TargetTable::TargetTable(std::span<uint8_t> area) : seed_(fresh_seed()) {
   h.pid = static_cast<uint32_t>(getpid());
   h.pid_namespace = own_pid_namespace();
   h.seed = seed_;
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&h.liveness, &attr);
-  pthread_mutexattr_destroy(&attr);
+  if (SharedPages::enabled()) {
+    liveness_ = std::make_unique<LivenessPage>();
+    if (liveness_->valid()) {
+      h.liveness_fd = liveness_->fd();
+      h.liveness_inode = liveness_->inode();
+    }
+  }
   shared_field(h.magic).store(kTargetTableMagic, std::memory_order_release);
 }
 
+TargetTable::~TargetTable() = default;
+
 void TargetTable::hold_liveness() {
-  if (table_) pthread_mutex_lock(&table_->header.liveness);
+  if (liveness_) liveness_->hold();
 }
 
 void TargetTable::release_liveness() {
-  if (table_) pthread_mutex_unlock(&table_->header.liveness);
-}
-
-bool owner_alive(TargetTableHeader& header) {
-  // The robust futex word: the holder's thread id, FUTEX_OWNER_DIED and no
-  // id once the kernel has found the holder dead, 0 when nobody holds it.
-  const int word = std::atomic_ref<int>(header.liveness.__data.__lock).load(std::memory_order_acquire);
-  return (word & FUTEX_TID_MASK) != 0 && (word & FUTEX_OWNER_DIED) == 0;
+  if (liveness_) liveness_->release();
 }
 
 void TargetTable::set_accepting(bool accepting) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -15,6 +16,8 @@
 #include "emulator/target_table_layout.h"
 
 namespace softverbs {
+
+class LivenessPage;
 
 // What an MR entry says: where the R_Key's address space lies.
 struct TargetMemory {
@@ -33,6 +36,7 @@ class TargetTable {
   // Lays the table out in `area` (at least sizeof(TargetTableLayout)
   // bytes; empty: a table that publishes nothing).
   explicit TargetTable(std::span<uint8_t> area);
+  ~TargetTable();
   TargetTable(const TargetTable&) = delete;
   TargetTable& operator=(const TargetTable&) = delete;
 
@@ -43,8 +47,9 @@ class TargetTable {
   // capture must see every packet).
   void set_accepting(bool accepting);
 
-  // The calling thread holds the liveness mutex (target_table_layout.h)
-  // until it lets go, from the same thread; it must live that long.
+  // The calling thread holds the liveness page's mutex (liveness_page.h;
+  // made when MR pages are shared) until it lets go, from the same thread;
+  // it must live that long.
   void hold_liveness();
   void release_liveness();
 
@@ -62,6 +67,7 @@ class TargetTable {
  private:
   TargetTableLayout* table_ = nullptr;
   uint64_t seed_;
+  std::unique_ptr<LivenessPage> liveness_;
   std::mutex claims_mutex_;  // claiming and freeing entries; a leaf
   std::unordered_map<uint64_t, TargetMrEntry*> mrs_;  // (device, rkey) -> entry
 };

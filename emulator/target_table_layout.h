@@ -20,8 +20,6 @@
 // may do that may also write into the target's memory itself.
 #pragma once
 
-#include <pthread.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -41,12 +39,11 @@ struct TargetTableHeader {
   uint32_t accepting;           // 0 while every packet must travel (faults, capture)
   uint32_t reserved;
   uint64_t seed;                // keys the entries' seals
-  // Held, as a robust mutex, by a thread of the owner that lives as long
-  // as its engine (target_table.h): when the owner dies, the kernel marks
-  // the futex word (FUTEX_OWNER_DIED), so an initiator writing through the
-  // owner's shared pages, which outlive it, learns of the death with one
-  // read (owner_alive), where a system call would have failed.
-  pthread_mutex_t liveness;
+  // The owner's liveness page (liveness_page.h), when it shares MR pages:
+  // its descriptor in the owner and its inode (0: none).
+  int32_t liveness_fd;
+  uint32_t reserved2;
+  uint64_t liveness_inode;
 };
 
 // An RC QP of the owner. key: 0 empty, else target_qp_key(device, qpn).
@@ -128,9 +125,6 @@ inline void reseal(TargetQpEntry& e, uint64_t seed) { e.seal = seal_of(e, seed);
 inline void reseal(TargetMrEntry& e, uint64_t seed) { e.seal = seal_of(e, seed); }
 inline bool sealed(const TargetQpEntry& e, uint64_t seed) { return e.seal == seal_of(e, seed); }
 inline bool sealed(const TargetMrEntry& e, uint64_t seed) { return e.seal == seal_of(e, seed); }
-
-// Whether the thread holding the table's liveness mutex is alive.
-bool owner_alive(TargetTableHeader& header);
 
 // What a table's header names as its owner's pid namespace, for this
 // process (the inode of /proc/self/ns/pid; 0 when unknown).

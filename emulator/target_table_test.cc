@@ -2,9 +2,7 @@
 // checks, what it changes, and the shared lock words, within one process
 // (cross-memory attach to oneself is allowed).
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
-#include <csignal>
 #include <unistd.h>
 
 #include <array>
@@ -216,37 +214,6 @@ TEST(SharedLockWord, ALiveHoldersLockIsNotTaken) {
   uint32_t word = shared_lock_word::self_tag();  // another thread of ours holds it
   EXPECT_FALSE(shared_lock_word::try_lock(word, 1000));
   EXPECT_EQ(word, shared_lock_word::self_tag());
-}
-
-// The liveness mutex in a table of shared memory: held by a thread of the
-// owner, alive while it runs; a SIGKILL leaves it marked by the kernel.
-TEST(TargetTableLiveness, AKilledOwnerIsSeenDeadWithOneRead) {
-  void* p = mmap(nullptr, sizeof(TargetTableLayout), PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(p, MAP_FAILED);
-  std::span<uint8_t> area(static_cast<uint8_t*>(p), sizeof(TargetTableLayout));
-  auto table = std::make_unique<TargetTable>(area);
-  TargetTableHeader& header = reinterpret_cast<TargetTableLayout*>(p)->header;
-  EXPECT_FALSE(owner_alive(header)) << "nobody holds it yet";
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    table->hold_liveness();
-    (void)!write(ready[1], "x", 1);
-    for (;;) pause();
-  }
-  char c;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
-  EXPECT_TRUE(owner_alive(header));
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  siginfo_t died{};
-  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &died, WEXITED), 0);
-  EXPECT_FALSE(owner_alive(header));
-  close(ready[0]);
-  close(ready[1]);
-  munmap(p, sizeof(TargetTableLayout));
 }
 
 }  // namespace

@@ -7,8 +7,11 @@
 // after a fork as before, and a child gets an ordinary copy. That is the
 // kernel's copy-on-fork behaviour, so with soft devices alone fork
 // protection is unneeded; with real devices present, their library decides.
+// Shared MR pages (SOFTVERBS_SHARE_MR_PAGES=1) are MAP_SHARED and kept from
+// children (MADV_DONTFORK), which is what fork protection does: enabled.
 #include <infiniband/verbs.h>
 
+#include "emulator/shared_pages.h"
 #include "provider/exports.h"
 #include "provider/real_library.h"
 
@@ -40,6 +43,7 @@ SOFTVERBS_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
   using Status = decltype(&ibv_is_fork_initialized);
   static const auto real = reinterpret_cast<Status>(
       softverbs::provider::real_symbol("ibv_is_fork_initialized"));
+  if (softverbs::SharedPages::enabled()) return IBV_FORK_ENABLED;
   const ibv_fork_status status = real ? real() : IBV_FORK_DISABLED;
   if (status == IBV_FORK_UNNEEDED || !real_devices_present()) return IBV_FORK_UNNEEDED;
   return status;
