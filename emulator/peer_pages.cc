@@ -49,8 +49,29 @@ PeerPages& PeerPages::process() {
   return *pages;
 }
 
+namespace {
+
+// The mapping of each kind this thread found last: the next operation
+// usually wants the same one, and takes it without the mutex.
+thread_local std::shared_ptr<const PeerMapping> recently_found[2];
+
+std::shared_ptr<const PeerMapping>& recent(PeerFile kind) {
+  return recently_found[static_cast<size_t>(kind)];
+}
+
+}  // namespace
+
 std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uint64_t inode,
                                                     PeerFile kind) {
+  std::shared_ptr<const PeerMapping>& last = recent(kind);
+  if (last && last->inode == inode && last->pid == pid) return last;
+  std::shared_ptr<const PeerMapping> found = find_locked(pid, fd, inode, kind);
+  if (found) last = found;
+  return found;
+}
+
+std::shared_ptr<const PeerMapping> PeerPages::find_locked(uint32_t pid, int32_t fd,
+                                                          uint64_t inode, PeerFile kind) {
   std::lock_guard lock(mutex_);
   ++uses_;
   for (const std::shared_ptr<PeerMapping>& m : mappings_) {
@@ -101,6 +122,8 @@ void PeerPages::forget_all() {
   // The mappings are not there, so nothing is unmapped.
   for (std::shared_ptr<PeerMapping>& m : mappings_) m->base = nullptr;
   mappings_.clear();
+  // This thread's (the only one in the child) too.
+  for (std::shared_ptr<const PeerMapping>& m : recently_found) m.reset();
 }
 
 }  // namespace softverbs

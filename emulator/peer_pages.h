@@ -11,8 +11,9 @@
 // one that cannot be made is remembered and not tried again. A peer's
 // liveness page (liveness_page.h) is mapped the same way, read-only.
 //
-// Threads: any; one mutex inside, a leaf. A mapping in use by a copy is
-// held by the copy and unmapped only when that ends.
+// Threads: any; one mutex inside, a leaf, not taken when a thread asks
+// again for the mapping of each kind it found last. A mapping in use by a
+// copy (or remembered by a thread) is held and unmapped only when let go.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,8 @@ class PeerPages {
   // After fork(), in the child, which has none of the mappings.
   void forget_all();
 
+  std::shared_ptr<const PeerMapping> find_locked(uint32_t pid, int32_t fd, uint64_t inode,
+                                                 PeerFile kind);
   std::shared_ptr<PeerMapping> map(uint32_t pid, int32_t fd, uint64_t inode, PeerFile kind);
 
   std::mutex mutex_;

@@ -56,10 +56,9 @@ std::optional<SharedPagesRef> SharedPages::share(uint64_t addr, uint64_t length)
   if (length == 0 || addr + length < addr) return std::nullopt;
   const uint64_t begin = addr & ~(page - 1);
   const uint64_t end = (addr + length + page - 1) & ~(page - 1);
-  // Inside pages already shared, any range: they are the MR's already.
   std::lock_guard lock(mutex_);
   const std::vector<MappedRange> maps = mappings_over(begin, end - begin);
-  // Inside the pages of a file an MR already shares: that file.
+  // Inside the pages of a file an MR already shares, at any alignment: that file.
   if (maps.size() == 1 && maps[0].begin <= begin && maps[0].end >= end &&
       of_a_shared_file(maps[0])) {
     auto file = files_.find(maps[0].inode);
