@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -110,7 +111,7 @@ std::optional<SharedPagesRef> SharedPages::move_onto_new_file(uint64_t begin, ui
   }
   madvise(old_pages, length, MADV_DONTFORK);
   const auto inode = static_cast<uint64_t>(st.st_ino);
-  files_[inode] = File{fd, 1};
+  files_[inode] = File{fd, 1, begin, end};
   return SharedPagesRef{fd, inode, addr - begin};
 }
 
@@ -118,8 +119,25 @@ void SharedPages::release(const SharedPagesRef& ref) {
   std::lock_guard lock(mutex_);
   auto file = files_.find(ref.inode);
   if (file == files_.end() || --file->second.refs != 0) return;
+  move_back_to_private_pages(file->second.begin, file->second.end, ref.inode);
   close(file->second.fd);
   files_.erase(file);
+}
+
+void SharedPages::move_back_to_private_pages(uint64_t begin, uint64_t end, uint64_t inode) {
+  // Where the file is still mapped in its range: the program may have
+  // unmapped or replaced some of it since.
+  for (const MappedRange& m : mappings_over(begin, end - begin)) {
+    if (!of_a_shared_file(m) || m.inode != inode) continue;
+    const uint64_t from = std::max(m.begin, begin), length = std::min(m.end, end) - from;
+    void* copy = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) continue;  // stays shared, and kept from children
+    auto* pages = reinterpret_cast<void*>(from);
+    const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
+    if (!app_memory::read(copy, pages, length) || mprotect(copy, length, prot) != 0 ||
+        mremap(copy, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, pages) == MAP_FAILED)
+      munmap(copy, length);
+  }
 }
 
 }  // namespace softverbs

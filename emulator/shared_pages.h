@@ -24,8 +24,11 @@
 //   be written by parent and child alike, and cannot be copied on write.
 //   A child that touches the registered memory (free() of it included)
 //   takes a SIGSEGV, as under ibv_fork_init.
-// The pages stay shared after the last MR over them is deregistered (the
-// file then lives while they are mapped).
+// When the last MR over them is deregistered, the pages go back to private
+// anonymous memory the same way (copied, then put in place in one step),
+// so that memory the program reuses after freeing the buffer (the heap's
+// next allocations) is inherited by children again. What another thread
+// writes into them meanwhile is lost, as at registration.
 //
 // Threads: any; one mutex inside, a leaf.
 #pragma once
@@ -62,8 +65,10 @@ class SharedPages {
   struct File {
     int32_t fd;
     uint64_t refs;
+    uint64_t begin, end;  // the pages it took the place of
   };
   std::optional<SharedPagesRef> move_onto_new_file(uint64_t begin, uint64_t end, uint64_t addr);
+  void move_back_to_private_pages(uint64_t begin, uint64_t end, uint64_t inode);
 
   std::mutex mutex_;
   std::unordered_map<uint64_t, File> files_;  // inode -> the file, while an MR names it

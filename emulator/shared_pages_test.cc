@@ -97,15 +97,36 @@ TEST_F(SharedPagesTest, AnMrInsideSharedPagesTakesTheSameFileAndTheLastReleaseCl
   EXPECT_NE(fcntl(inner->fd, F_GETFD), -1) << "closed while an MR still names it";
   pages_.release(*inner);
   EXPECT_EQ(fcntl(inner->fd, F_GETFD), -1);
-  // The pages stay the file's, and the bytes are still there.
-  EXPECT_TRUE(mapping_at(0).shared);
+  // The pages are private again, with their bytes.
+  EXPECT_FALSE(mapping_at(0).shared);
+  EXPECT_FALSE(mapping_at(2 * kPage).shared);
   EXPECT_TRUE(pattern_intact());
-  // No MR names it any more: a new registration moves them onto a new file.
+  // A new registration moves them onto a new file.
   std::optional<SharedPagesRef> again = pages_.share(at(0), kPage);
   ASSERT_TRUE(again);
   EXPECT_NE(again->inode, outer->inode);
   EXPECT_TRUE(pattern_intact());
   pages_.release(*again);
+}
+
+// Memory freed after deregistration is reused for anything (the heap's
+// next objects): a child of fork() must have it.
+TEST_F(SharedPagesTest, AfterTheLastReleaseAChildOfForkHasThePagesAgain) {
+  std::optional<SharedPagesRef> ref = pages_.share(at(0), 2 * kPage);
+  ASSERT_TRUE(ref);
+  pages_.release(*ref);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const bool ok = pattern_intact();
+    std::memset(base_, 0x77, 2 * kPage);  // its own copy
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child did not have the pages, or not their bytes";
+  EXPECT_TRUE(pattern_intact()) << "the child's writes reached the parent";
 }
 
 TEST_F(SharedPagesTest, PagesThatAnMrSharesAreNotMovedFromUnderIt) {
