@@ -33,13 +33,16 @@ pid_t child_holding(LivenessPage& page) {
   return held ? child : -1;
 }
 
+// The page as a peer maps it: read-only, by descriptor and inode.
+std::shared_ptr<const PeerMapping> as_a_peer_maps(const LivenessPage& page) {
+  return PeerPages::process().find(static_cast<uint32_t>(getpid()), page.fd(), page.inode(),
+                                   PeerFile::kLiveness);
+}
+
 TEST(LivenessPage, AHolderIsAliveUntilItsProcessIsKilled) {
   LivenessPage page;
   ASSERT_TRUE(page.valid());
-  // The page as a peer maps it: read-only, by descriptor and inode.
-  std::shared_ptr<const PeerMapping> seen =
-      PeerPages::process().find(static_cast<uint32_t>(getpid()), page.fd(), page.inode(),
-                                PeerFile::kLiveness);
+  std::shared_ptr<const PeerMapping> seen = as_a_peer_maps(page);
   ASSERT_TRUE(seen);
   EXPECT_FALSE(holder_alive(seen->base)) << "nobody holds it yet";
   const pid_t child = child_holding(page);
@@ -54,9 +57,7 @@ TEST(LivenessPage, AHolderIsAliveUntilItsProcessIsKilled) {
 TEST(LivenessPage, AHolderThatLetsGoIsNotAlive) {
   LivenessPage page;
   ASSERT_TRUE(page.valid());
-  std::shared_ptr<const PeerMapping> seen =
-      PeerPages::process().find(static_cast<uint32_t>(getpid()), page.fd(), page.inode(),
-                                PeerFile::kLiveness);
+  std::shared_ptr<const PeerMapping> seen = as_a_peer_maps(page);
   ASSERT_TRUE(seen);
   page.hold();
   EXPECT_TRUE(holder_alive(seen->base));
