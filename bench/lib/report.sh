@@ -279,8 +279,8 @@ facts_list() {
     "$(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
   echo "- load average (1 min) at the round boundaries, lowest – highest: $loads"
   if [[ -n ${S_TEXT[hop|one_way_ns]:-} ]]; then
-    echo "- how quiet the machine was: a cache line hop took ${S_TEXT[hop|one_way_ns]} ns one-way; far above" \
-      "a few hundred ns, other work was competing for the cores and every latency here grew with it"
+    echo "- how quiet the machine was: a cache line hop took ${S_TEXT[hop|one_way_ns]} ns one-way (a hop far" \
+      "above a few hundred ns means other work was competing for the cores, and every latency here grew with it)"
   fi
   echo "- perftest $(dpkg-query -W -f='${Version}' perftest 2>/dev/null || echo '?')," \
     "libfabric $(dpkg-query -W -f='${Version}' libfabric-bin 2>/dev/null || echo '?')"
