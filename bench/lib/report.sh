@@ -268,7 +268,8 @@ failures_list() {
 facts_list() {
   local commit dirty=
   commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-  git -C "$ROOT" diff --quiet HEAD 2>/dev/null || dirty=" (with uncommitted changes)"
+  # The report's own files are what --update-docs rewrites: not a change measured.
+  git -C "$ROOT" diff --quiet HEAD -- . ':!docs/performance.md' ':!docs/performance' 2>/dev/null || dirty=" (with uncommitted changes)"
   local loads
   loads=$(awk -F'\t' '$2 == "load" { print $4 }' "$SAMPLES" | sort -n | sed -n '1p;$p' | paste -sd- | sed 's/-/ – /')
   echo "- command: \`$COMMAND_LINE\`"
