@@ -514,6 +514,7 @@ EngineCounters Engine::counters() const {
   c.frames_dropped_unroutable = counters_.frames_dropped_unroutable.load(std::memory_order_relaxed);
   c.frames_dropped_bad_icrc = counters_.frames_dropped_bad_icrc.load(std::memory_order_relaxed);
   c.frames_dropped_port_down = counters_.frames_dropped_port_down.load(std::memory_order_relaxed);
+  c.intake_by_event_waiter = counters_.intake_by_event_waiter.load(std::memory_order_relaxed);
   return c;
 }
 

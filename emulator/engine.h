@@ -77,6 +77,9 @@ struct EngineCounters {
   uint64_t frames_dropped_unroutable = 0; // the wire had no route
   uint64_t frames_dropped_bad_icrc = 0;   // of the malformed: ICRC mismatch
   uint64_t frames_dropped_port_down = 0;  // in or out while the port was down
+  // Times a frame woke an application thread blocked for completion events,
+  // which then served the intake itself (wait_serving_intake).
+  uint64_t intake_by_event_waiter = 0;
 };
 
 // Fills a packet's payload straight into the frame being built.
@@ -181,6 +184,16 @@ class Engine {
   // The same for an application thread (Cq::poll): while it polls, peers
   // need not ring this process's doorbell.
   size_t progress_for_application(size_t budget = 64);
+  // Sleeps on `word` (a futex private to this process) while it holds
+  // `expected`, as an application thread blocked for completion events
+  // does, and serves the intake meanwhile: a frame that arrives wakes this
+  // thread rather than the progress thread, and it delivers the frame
+  // itself (whose completion may be the very event awaited). One wake-up
+  // per frame instead of two. Returns 0 after a wake (spurious ones too),
+  // EINTR after a signal whose handler lacks SA_RESTART, ENOSYS when it
+  // cannot (no such doorbell on this wire, another thread sleeps so
+  // already, no futex_waitv): the caller then waits by itself.
+  Errno wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected);
 
   EngineCounters counters() const;
 
@@ -258,6 +271,7 @@ class Engine {
     std::atomic<uint64_t> frames_dropped_unroutable{0};
     std::atomic<uint64_t> frames_dropped_bad_icrc{0};
     std::atomic<uint64_t> frames_dropped_port_down{0};
+    std::atomic<uint64_t> intake_by_event_waiter{0};
   };
 
   // packet_intake.cc

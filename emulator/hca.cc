@@ -95,6 +95,9 @@ std::unique_ptr<Hca> Hca::open_on(Engine& engine_ref, uint32_t index, Errno& err
 const DeviceDescription& Hca::description() const { return impl_->description; }
 const DeviceAttributes& Hca::attributes() const { return impl_->attributes; }
 Engine& Hca::engine() const { return *impl_->engine; }
+Errno Hca::wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected) {
+  return impl_->engine->wait_serving_intake(word, expected);
+}
 uint64_t Hca::clock_ns() const { return impl_->engine->clock().now_ns(); }
 uint64_t Hca::wallclock_ns() const { return impl_->engine->clock().wallclock_ns(); }
 

@@ -162,6 +162,11 @@ class Hca {
   std::unique_ptr<Qp> create_xrc_target_qp(Xrcd& xrcd, Errno& err);
 
   Engine& engine() const;
+  // An application thread blocked for completion events, sleeping on
+  // `word` (a futex of this process) while it holds `expected`, serves the
+  // device's intake meanwhile (Engine::wait_serving_intake). 0 after a
+  // wake-up, EINTR, or ENOSYS: the caller must wait by itself.
+  Errno wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected);
   // The clock completion timestamps are taken on (Completion::timestamp_ns):
   // nanoseconds, so a 1 GHz HCA clock. And the wall clock they record.
   uint64_t clock_ns() const;

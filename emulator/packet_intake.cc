@@ -11,6 +11,7 @@
 #include "emulator/qp_impl.h"
 #include "emulator/run_frame.h"
 #include "emulator/wire/cpu_relax.h"
+#include "emulator/wire/futex.h"
 
 namespace softverbs {
 namespace {
@@ -85,6 +86,18 @@ size_t Engine::serve_for_application(size_t budget) {
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
   run_due_timers();
   return served;
+}
+
+Errno Engine::wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected) {
+  if (!futex_wait_either_available()) return ENOSYS;
+  std::atomic<uint32_t>* doorbell = wire_->begin_application_sleep();
+  if (!doorbell) return ENOSYS;
+  const int err = futex_wait_either(word, expected, *doorbell, 1);
+  if (wire_->end_application_sleep()) {
+    counters_.intake_by_event_waiter.fetch_add(1, std::memory_order_relaxed);
+    progress_for_application();
+  }
+  return err == EINTR ? EINTR : 0;
 }
 
 void Engine::deliver(std::span<const uint8_t> shared_frame) {

@@ -21,7 +21,11 @@ void CompletionChannel::on_completion_event(Cq& cq) {
 }
 
 Errno CompletionChannel::next_event(SoftCq*& out) {
-  return events_.pop(out, [](SoftCq* cq) { ++cq->comp_events_delivered; });
+  return events_.pop(
+      out, [](SoftCq* cq) { ++cq->comp_events_delivered; },
+      [this](std::atomic<uint32_t>& word, uint32_t expected) {
+        return hca_->wait_serving_intake(word, expected);
+      });
 }
 
 }  // namespace softverbs::provider

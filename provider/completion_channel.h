@@ -15,7 +15,12 @@ namespace softverbs::provider {
 
 class CompletionChannel final : public CompletionEventSink {
  public:
-  Errno open() { return events_.open(); }
+  // `hca`: the device of the channel's context, whose intake a thread
+  // blocked in next_event() serves while it waits.
+  Errno open(Hca& hca) {
+    hca_ = &hca;
+    return events_.open();
+  }
   int fd() const { return events_.fd(); }
 
   // Routes the events of `cq` to `soft`. May throw std::bad_alloc.
@@ -35,6 +40,7 @@ class CompletionChannel final : public CompletionEventSink {
   std::mutex cqs_mutex_;  // before events_' own lock
   std::unordered_map<const Cq*, SoftCq*> cqs_;
   EventFdQueue<SoftCq*> events_;
+  Hca* hca_ = nullptr;
 };
 
 struct SoftCompChannel {

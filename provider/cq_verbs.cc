@@ -154,7 +154,7 @@ SOFTVERBS_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context)
   return errno_on_exception(
       [&]() -> ibv_comp_channel* {
         std::unique_ptr<SoftCompChannel> channel(new SoftCompChannel{});
-        if (Errno err = channel->events.open()) {
+        if (Errno err = channel->events.open(*soft_context(context)->hca)) {
           errno = err;
           return nullptr;
         }

@@ -16,6 +16,11 @@
 // with SA_RESTART and fails it with EINTR after one without, which is what
 // libibverbs' read() of the kernel's event file does. poll() would fail with
 // EINTR either way.
+//
+// While it sleeps, a blocked pop() may serve the device's intake itself
+// (the `sleep` argument: CompletionChannel passes Hca::wait_serving_intake),
+// so that a frame wakes this thread once rather than the progress thread
+// and then this one.
 #pragma once
 
 #include <fcntl.h>
@@ -76,6 +81,13 @@ class EventFdQueue {
   // EINTR, as that read() does.
   template <class OnPop>
   Errno pop(T& out, OnPop&& on_pop) {
+    return pop(out, on_pop, [](std::atomic<uint32_t>&, uint32_t) -> Errno { return ENOSYS; });
+  }
+  // The same, sleeping through `sleep(word, expected)`: it returns once
+  // `word` no longer holds `expected` (or spuriously) with 0, EINTR, or
+  // ENOSYS when it cannot sleep, and pop() then waits by itself.
+  template <class OnPop, class Sleep>
+  Errno pop(T& out, OnPop&& on_pop, Sleep&& sleep) {
     for (;;) {
       uint32_t seen;
       {
@@ -93,11 +105,10 @@ class EventFdQueue {
       if (flags < 0) return errno;
       if (flags & O_NONBLOCK) return EAGAIN;
       waiters_.fetch_add(1, std::memory_order_seq_cst);
-      const long r =
-          ::syscall(SYS_futex, futex_word(), FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
-      const int err = errno;
+      Errno err = sleep(pushes_, seen);
+      if (err == ENOSYS) err = wait_for_push(seen);
       waiters_.fetch_sub(1, std::memory_order_relaxed);
-      if (r < 0 && err == EINTR) return EINTR;
+      if (err == EINTR) return EINTR;
       // Woken, spurious wake-up, or EAGAIN (a push came first): look again.
     }
   }
@@ -123,6 +134,11 @@ class EventFdQueue {
   }
 
   uint32_t* futex_word() { return reinterpret_cast<uint32_t*>(&pushes_); }
+  Errno wait_for_push(uint32_t seen) {
+    const long r =
+        ::syscall(SYS_futex, futex_word(), FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
+    return r < 0 ? errno : 0;
+  }
 
   std::mutex mutex_;
   std::deque<T> items_;

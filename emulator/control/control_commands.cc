@@ -84,7 +84,8 @@ std::string stats(Engine& engine) {
       << " dropped_bad_icrc=" << e.frames_dropped_bad_icrc
       << " dropped_no_qp=" << e.frames_dropped_no_qp
       << " dropped_unroutable=" << e.frames_dropped_unroutable
-      << " dropped_port_down=" << e.frames_dropped_port_down << "\n";
+      << " dropped_port_down=" << e.frames_dropped_port_down
+      << " intake_by_event_waiter=" << e.intake_by_event_waiter << "\n";
   const WireCounters w = engine.wire().counters();
   out << "wire: frames_sent=" << w.frames_sent << " frames_received=" << w.frames_received
       << " frames_deferred=" << w.frames_deferred << " frames_unroutable=" << w.frames_unroutable

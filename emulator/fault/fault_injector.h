@@ -104,6 +104,11 @@ class FaultInjector final : public Wire {
   void begin_application_poll() override { inner_->begin_application_poll(); }
   bool end_application_poll() override { return inner_->end_application_poll(); }
   bool application_polling() const override { return inner_->application_polling(); }
+  // Held frames are still released by wait()'s thread, on time.
+  std::atomic<uint32_t>* begin_application_sleep() override {
+    return inner_->begin_application_sleep();
+  }
+  bool end_application_sleep() override { return inner_->end_application_sleep(); }
   bool accepts_runs(const WireAddress& dst) override { return inner_->accepts_runs(dst); }
   void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
                         std::span<const uint32_t> ifindexes) override {

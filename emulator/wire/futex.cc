@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 namespace softverbs {
 namespace {
 
@@ -29,6 +31,28 @@ void futex_wait_shared(std::atomic<uint32_t>& word, uint32_t expected, uint64_t 
 
 void futex_wake_shared(std::atomic<uint32_t>& word, int count) {
   syscall(SYS_futex, futex_address(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
+}
+
+int futex_wait_either(std::atomic<uint32_t>& own, uint32_t own_expected,
+                      std::atomic<uint32_t>& shared, uint32_t shared_expected) {
+  futex_waitv words[2] = {};
+  words[0].uaddr = reinterpret_cast<uintptr_t>(futex_address(own));
+  words[0].val = own_expected;
+  words[0].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
+  words[1].uaddr = reinterpret_cast<uintptr_t>(futex_address(shared));
+  words[1].val = shared_expected;
+  words[1].flags = FUTEX_32;
+  // No timeout: as FUTEX_WAIT without one, a signal ends the wait with
+  // ERESTARTSYS, which SA_RESTART turns into a restart.
+  if (syscall(SYS_futex_waitv, words, 2, 0, nullptr, CLOCK_MONOTONIC) >= 0) return 0;
+  return errno;
+}
+
+bool futex_wait_either_available() {
+  // An empty vector is refused with EINVAL by a kernel that has the call.
+  static const bool available =
+      syscall(SYS_futex_waitv, nullptr, 0, 0, nullptr, CLOCK_MONOTONIC) < 0 && errno == EINVAL;
+  return available;
 }
 
 }  // namespace softverbs

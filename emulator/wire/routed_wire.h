@@ -58,6 +58,12 @@ class RoutedWire final : public Wire {
   void wait_while_application_polls(uint64_t timeout_ns) override {
     local_->wait_while_application_polls(timeout_ns);
   }
+  // Datagrams are served by the receive thread, which also serves the
+  // intake: only the local wire's frames need the sleeper.
+  std::atomic<uint32_t>* begin_application_sleep() override {
+    return local_->begin_application_sleep();
+  }
+  bool end_application_sleep() override { return local_->end_application_sleep(); }
   bool may_have_input() const override;
   bool accepts_runs(const WireAddress& dst) override;
   void set_accepting_runs(bool accepting) override { local_->set_accepting_runs(accepting); }

@@ -1,6 +1,8 @@
 // The mailbox's doorbell beside application threads that poll: a frame that
 // comes while one polls is left to it, the sleeper is woken only for a
 // frame nobody will take, and the last poller out never leaves one behind.
+// An application thread blocked for completion events is woken instead of
+// the sleeper, and serves the frame itself.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "emulator/wire/futex.h"
 #include "emulator/wire/shm_mailbox.h"
 #include "emulator/wire/shm_names.h"
 #include "emulator/wire/wire_test_support.h"
@@ -156,6 +159,89 @@ TEST_F(ShmDoorbellTest, AFrameIsNeverLeftUnreportedWhenAPollerComesBackDuringThe
   // never both asleep and unreported.
   const bool reported = consumer_->end_poll();
   EXPECT_TRUE(woke_.load() || reported);
+}
+
+// An application thread blocked for completion events sleeps on the word
+// begin_application_sleep() gives it, as the provider's ibv_get_cq_event does.
+class ApplicationSleep : public ShmDoorbellTest {
+ protected:
+  void TearDown() override {
+    if (application_.joinable()) {
+      if (word_) {
+        word_->store(0);
+        futex_wake_shared(*word_, 1);
+      }
+      application_.join();
+    }
+    ShmDoorbellTest::TearDown();
+  }
+  void application_sleeps() {
+    word_ = consumer_->begin_application_sleep();
+    ASSERT_NE(word_, nullptr);
+    ASSERT_EQ(word_->load(), 1u);
+    application_ = std::thread([this] {
+      futex_wait_shared(*word_, 1, kAnHourNs);
+      application_woke_.store(true);
+    });
+  }
+
+  std::atomic<uint32_t>* word_ = nullptr;
+  std::thread application_;
+  std::atomic<bool> application_woke_{false};
+};
+
+TEST_F(ApplicationSleep, AFrameWakesTheApplicationThreadInsteadOfTheSleeper) {
+  sleep_until_frame();
+  application_sleeps();
+  push(1);
+  application_.join();
+  EXPECT_TRUE(application_woke_.load());
+  EXPECT_TRUE(consumer_->end_application_sleep()) << "rung: the thread serves the frame";
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(woke_.load()) << "the progress thread's sleep goes on";
+  EXPECT_TRUE(consumer_->has_frame());
+}
+
+TEST_F(ApplicationSleep, OnlyOneApplicationThreadSleepsSoAtATime) {
+  application_sleeps();
+  EXPECT_EQ(consumer_->begin_application_sleep(), nullptr);
+  push(1);
+  application_.join();
+  EXPECT_TRUE(consumer_->end_application_sleep());
+  EXPECT_NE(consumer_->begin_application_sleep(), nullptr) << "free again after the end";
+  EXPECT_TRUE(consumer_->end_application_sleep()) << "the frame is still there";
+}
+
+TEST_F(ApplicationSleep, AFrameAlreadyWaitingRingsAtOnce) {
+  push(1);
+  std::atomic<uint32_t>* word = consumer_->begin_application_sleep();
+  ASSERT_NE(word, nullptr);
+  EXPECT_EQ(word->load(), 0u) << "a sleep on it would end at once";
+  EXPECT_TRUE(consumer_->end_application_sleep());
+}
+
+TEST_F(ApplicationSleep, AThreadThatLeavesUnrungLeavesLaterFramesToTheSleeper) {
+  ASSERT_NE(consumer_->begin_application_sleep(), nullptr);
+  EXPECT_FALSE(consumer_->end_application_sleep()) << "nothing came";
+  sleep_until_frame();
+  push(1);
+  sleeper_.join();
+  EXPECT_TRUE(woke_.load());
+}
+
+TEST_F(ApplicationSleep, AScribbledWordIsClearedWhenTheSleeperSleepsAndCounted) {
+  // Another process writes the word with no application thread asleep on
+  // it: producers would ring no one. The owner's sleeper repairs it.
+  auto* header = reinterpret_cast<MailboxHeader*>(
+      const_cast<uint8_t*>(producer_->mapped_segment().data()));
+  header->application_sleeping.store(1);
+  const uint64_t violations = consumer_->protocol_violations();
+  sleep_until_frame();
+  EXPECT_EQ(header->application_sleeping.load(), 0u);
+  EXPECT_EQ(consumer_->protocol_violations(), violations + 1);
+  push(1);
+  sleeper_.join();
+  EXPECT_TRUE(woke_.load()) << "the frame woke the sleeper";
 }
 
 }  // namespace

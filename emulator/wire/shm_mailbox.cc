@@ -244,7 +244,10 @@ ClaimResult ShmMailbox::try_push(std::span<const uint8_t> frame) {
 
 void ShmMailbox::ring_doorbell() {
   const uint32_t sleeping = header().consumer_sleeping.load(std::memory_order_seq_cst);
-  if (sleeping == kAwake || leave_to_poller()) return;
+  const uint32_t application = header().application_sleeping.load(std::memory_order_seq_cst);
+  if ((sleeping == kAwake && application == 0) || leave_to_poller()) return;
+  if (application != 0 && wake_application_sleeper()) return;
+  if (sleeping == kAwake) return;
   if (sleeping == kAsleepBesidePollers) {
     // Bounded by the clock, looked at every 64 rounds (a pause lasts from
     // a few to a hundred cycles, depending on the CPU).
@@ -274,6 +277,44 @@ void ShmMailbox::wake_sleeper() {
   if (sleeping.load(std::memory_order_seq_cst) != 0 && sleeping.exchange(0) != 0) {
     futex_wake_shared(sleeping, 1);
   }
+}
+
+bool ShmMailbox::wake_application_sleeper() {
+  // Whoever turns the word from 1 to 0 owns the wake: the sleeper then
+  // serves the frame (end_application_sleep() tells it so). One that left
+  // its sleep first turned it itself, and the waiter is rung instead.
+  std::atomic<uint32_t>& word = header().application_sleeping;
+  if (word.exchange(0, std::memory_order_seq_cst) == 0) return false;
+  futex_wake_shared(word, 1);
+  return true;
+}
+
+std::atomic<uint32_t>* ShmMailbox::begin_application_sleep() {
+  if (application_sleep_taken_.exchange(true, std::memory_order_acquire)) return nullptr;
+  std::atomic<uint32_t>& word = header().application_sleeping;
+  word.store(1, std::memory_order_seq_cst);
+  // A producer that published before seeing the announcement did not ring
+  // for it: look once more (both sides sequentially consistent).
+  if (has_ready_frame(std::memory_order_seq_cst)) word.store(0, std::memory_order_relaxed);
+  return &word;
+}
+
+void ShmMailbox::repair_application_sleeping() {
+  // With no application thread of ours asleep on it (and none able to
+  // start while we hold its part), a value in the word is another
+  // process's scribble: producers would ring no one for good.
+  if (application_sleep_taken_.exchange(true, std::memory_order_acquire)) return;
+  if (header().application_sleeping.load(std::memory_order_relaxed) != 0) {
+    header().application_sleeping.store(0, std::memory_order_relaxed);
+    note_violation();
+  }
+  application_sleep_taken_.store(false, std::memory_order_release);
+}
+
+bool ShmMailbox::end_application_sleep() {
+  const bool rung = header().application_sleeping.exchange(0, std::memory_order_seq_cst) != 1;
+  application_sleep_taken_.store(false, std::memory_order_release);
+  return rung;
 }
 
 void ShmMailbox::begin_poll() {
@@ -496,6 +537,7 @@ uint32_t ShmMailbox::announce_sleep(bool pollers_now) {
   const bool polls_seen = pollers_now || epoch != poll_epoch_at_last_sleep_;
   poll_epoch_at_last_sleep_ = epoch;
   const uint32_t how = polls_seen ? kAsleepBesidePollers : kAsleep;
+  repair_application_sleeping();
   header().consumer_sleeping.store(how, std::memory_order_seq_cst);
   return how;
 }

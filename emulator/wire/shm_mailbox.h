@@ -29,7 +29,9 @@
 // and wakes the waiter if a frame came meanwhile. A waiter that sleeps while
 // its application polls in a loop says so too, and a producer that finds
 // the loop between two polls waits a moment for the next one before it
-// rings (ring_doorbell()).
+// rings (ring_doorbell()). An application thread blocked for completion
+// events may take the waiter's part for frames (begin_application_sleep()):
+// producers then wake it, and it serves them itself.
 #pragma once
 
 #include <atomic>
@@ -137,6 +139,17 @@ class ShmMailbox {
   bool end_poll();
   bool polling() const;
 
+  // An application thread of the owning process that is about to block for
+  // completion events sleeps on the returned word (holding 1) beside its
+  // own, and producers wake it instead of the waiter: it serves the frame
+  // itself, one wake-up instead of two (the waiter's, then its own). null
+  // when another thread of this process sleeps so already. A frame already
+  // waiting rings at once (the word then holds 0).
+  std::atomic<uint32_t>* begin_application_sleep();
+  // After the sleep, whatever ended it: true when a producer rang (or a
+  // frame may wait unseen): the caller must then serve the ring, or wake().
+  bool end_application_sleep();
+
   // ---- Anyone.
 
   // Makes the current or the next wait() return.
@@ -206,6 +219,10 @@ class ShmMailbox {
   void restore_header();
   void ring_doorbell();
   void wake_sleeper();
+  // Producer: wakes the owner's application sleeper; false when there was none.
+  bool wake_application_sleeper();
+  // Consumer: clears a word no application thread of ours sleeps on.
+  void repair_application_sleeping();
   void note_violation() { violations_->fetch_add(1, std::memory_order_relaxed); }
 
   ShmSegment segment_;
@@ -219,6 +236,9 @@ class ShmMailbox {
   int creator_pid_ = 0;            // a forked copy must not unlink it
   std::atomic<uint64_t> own_violations_{0};
   std::atomic<uint64_t>* violations_ = &own_violations_;
+
+  // Held by the one application thread in begin/end_application_sleep().
+  std::atomic<bool> application_sleep_taken_{false};
 
   // Consumer-only state, private to this process.
   // Read by end_poll() on an application thread while the consumer may be

@@ -31,7 +31,9 @@ inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
 // 5: the target area after the slots.
 // 6: `pollers` counts polls begun; `consumer_sleeping` says whether the
 // owner's application threads poll (producers then wait a moment for them).
-inline constexpr uint32_t kMailboxVersion = 6;
+// 7: `application_sleeping`, an application thread of the owner that
+// serves the ring itself while it waits for completion events.
+inline constexpr uint32_t kMailboxVersion = 7;
 
 // After the slots: the owner's target area (emulator/target_table_layout.h),
 // which peers map with the mailbox. The wire knows only its size.
@@ -72,6 +74,11 @@ struct MailboxHeader {
   // The futex word: 0 awake, 1 asleep, 2 asleep while application threads
   // poll again and again (see ShmMailbox::ring_doorbell).
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
+  // The futex word of the owner's application thread that waits for
+  // completion events and serves the ring itself meanwhile: 1 while it
+  // sleeps, set to 0 by the producer that wakes it (rather than the
+  // consumer). Beside `consumer_sleeping`: producers read both.
+  std::atomic<uint32_t> application_sleeping;
   std::atomic<uint32_t> wake_requested;                // wake() before wait()
   std::atomic<uint64_t> abandoned_slots;               // given up, see ShmMailbox::peek
   // Application threads polling now (bits 0-14), a skipped-doorbell mark

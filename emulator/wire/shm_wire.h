@@ -76,6 +76,10 @@ class ShmWire final : public Wire {
   bool end_application_poll() override;
   bool application_polling() const override;
   void wait_while_application_polls(uint64_t timeout_ns) override;
+  std::atomic<uint32_t>* begin_application_sleep() override {
+    return inbox_->begin_application_sleep();
+  }
+  bool end_application_sleep() override { return inbox_->end_application_sleep(); }
   bool has_deferred() const override;
   bool may_have_input() const override;
   bool accepts_runs(const WireAddress& dst) override;

@@ -3,6 +3,7 @@
 // one and faults can be injected in between.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -120,6 +121,14 @@ class Wire {
   // one the last poller leaves unseen (it wakes), wake(), or `timeout_ns`.
   // Only the thread that calls wait() calls it.
   virtual void wait_while_application_polls(uint64_t timeout_ns) { wait(timeout_ns); }
+  // An application thread about to block for completion events offers to
+  // serve the intake itself while it sleeps: the wire returns a futex word
+  // (shared between processes, holding 1) that senders ring instead of
+  // waking wait()'s thread, or null (no such doorbell, or another thread
+  // has it). end_application_sleep() follows whatever ended the sleep and
+  // returns true when a frame came for that thread to serve.
+  virtual std::atomic<uint32_t>* begin_application_sleep() { return nullptr; }
+  virtual bool end_application_sleep() { return false; }
 
   // False only when poll() would surely find nothing to deliver or push on
   // (lets a busy poller skip its locks). Any thread.

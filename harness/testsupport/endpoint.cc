@@ -94,10 +94,15 @@ Errno Endpoint::create_parent_domain() {
 
 Errno Endpoint::create_cqs(const EndpointConfig& config) {
   errno = 0;
+  if (config.recv_cq_on_channel) {
+    recv_channel_.reset(ibv_create_comp_channel(context_.get()));
+    if (!recv_channel_) return errno ? errno : ENOMEM;
+  }
   if (config.cq_wc_flags == 0 && !parent_domain_) {
     send_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
     if (!send_cq_) return errno ? errno : ENOMEM;
-    recv_cq_.reset(ibv_create_cq(context_.get(), config.cq_depth, nullptr, nullptr, 0));
+    recv_cq_.reset(
+        ibv_create_cq(context_.get(), config.cq_depth, nullptr, recv_channel_.get(), 0));
     return recv_cq_ ? 0 : (errno ? errno : ENOMEM);
   }
   ibv_cq_init_attr_ex attr{};
@@ -110,6 +115,7 @@ Errno Endpoint::create_cqs(const EndpointConfig& config) {
   send_cq_ex_ = ibv_create_cq_ex(context_.get(), &attr);
   if (!send_cq_ex_) return errno ? errno : ENOMEM;
   send_cq_.reset(ibv_cq_ex_to_cq(send_cq_ex_));
+  attr.channel = recv_channel_.get();
   recv_cq_ex_ = ibv_create_cq_ex(context_.get(), &attr);
   if (!recv_cq_ex_) return errno ? errno : ENOMEM;
   recv_cq_.reset(ibv_cq_ex_to_cq(recv_cq_ex_));

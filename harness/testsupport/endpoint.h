@@ -55,6 +55,9 @@ struct EndpointConfig {
   // thread domain, whose allocators take their memory from the heap
   // (ibv_alloc_parent_domain(3)); the MRs stay on the PD.
   bool on_parent_domain = false;
+  // The receive CQ reports to a completion channel of its own
+  // (recv_channel()), for tests that wait in ibv_get_cq_event.
+  bool recv_cq_on_channel = false;
 };
 static_assert(std::is_trivially_copyable_v<EndpointConfig>);
 
@@ -151,6 +154,8 @@ class Endpoint {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* send_cq() const { return send_cq_.get(); }
   ibv_cq* recv_cq() const { return recv_cq_.get(); }
+  // With config.recv_cq_on_channel; nullptr otherwise.
+  ibv_comp_channel* recv_channel() const { return recv_channel_.get(); }
   ibv_qp* qp() const { return qp_.get(); }
   // With config.send_ops_flags / config.cq_wc_flags; nullptr otherwise.
   ibv_qp_ex* qp_ex() const { return qp_ex_; }
@@ -167,6 +172,7 @@ class Endpoint {
   PdPtr pd_;
   TdPtr td_;
   PdPtr parent_domain_;  // with config_.on_parent_domain
+  CompChannelPtr recv_channel_;  // with config_.recv_cq_on_channel
   CqPtr send_cq_;
   CqPtr recv_cq_;
   QpPtr qp_;
