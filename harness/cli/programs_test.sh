@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs real RDMA programs, unmodified, between two processes on softverbs0
 # under `softverbs run`: perftest (send, write, read and atomics; UD, SRQ,
-# many QPs, every size), qperf's UD tests, and UCX (ucx_info's transports,
-# ucx_perftest over rc_verbs and ud_verbs). Each case is bounded in time
+# many QPs, every size), qperf's UD, RC and UC tests, and UCX (ucx_info's
+# transports, ucx_perftest over rc_verbs and ud_verbs). Each case is bounded in time
 # and has its own TCP port; perftest and ucx_perftest must exit 0 on both
 # sides, qperf must report its figure.
 #
@@ -108,6 +108,14 @@ perftest ib_read_lat_xrc ib_read_lat -c XRC -s 8 -n 1000
 perftest ib_send_lat_xrc ib_send_lat -c XRC -s 8 -n 1000
 qperf_case qperf_ud_lat ud_lat 'latency *= *[0-9.]+ [mun]?s'
 qperf_case qperf_ud_bw ud_bw 'recv_bw *= *[0-9.]+ [KMG]?B/sec'
+# qperf's RC and UC tests wait in ibv_get_cq_event (and end on a signal).
+for test in rc_lat rc_rdma_write_lat rc_rdma_read_lat uc_lat; do
+  qperf_case qperf_$test $test 'latency *= *[0-9.]+ [mun]?s'
+done
+for test in rc_bw rc_rdma_write_bw rc_rdma_read_bw uc_bw; do
+  qperf_case qperf_$test $test '(^| )bw *= *[0-9.]+ [KMG]?B/sec|recv_bw *= *[0-9.]+ [KMG]?B/sec'
+done
+qperf_case qperf_rc_compare_swap_mr rc_compare_swap_mr 'msg_rate *= *[0-9.]+ [KM]?/sec'
 # ucx_info must offer both verbs transports on the soft device.
 if wanted ucx_info_transports; then
   info=$("$cli" run -- ucx_info -d 2>&1)
