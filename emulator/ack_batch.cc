@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "emulator/hca.h"
 #include "emulator/qp_impl.h"
 
 namespace softverbs {
@@ -15,6 +16,8 @@ AckBatch::~AckBatch() {
     std::lock_guard lock(qp.mutex);
     qp.responder.send_held_ack();
   }
+  // No QP lock held: the sinks only record the event and signal an fd.
+  for (size_t i = 0; i < event_count_; ++i) events_[i].sink->on_completion_event(*events_[i].cq);
   current_ = nullptr;
 }
 

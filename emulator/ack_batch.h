@@ -8,6 +8,14 @@
 // one ACK, not one per message. Anything else a responder sends (a NAK, a
 // READ response, an atomic ACK) sends its held ACK first, so what goes on
 // the wire keeps the order it had.
+//
+// Completion events raised during the batch are signaled after its ACKs
+// have gone. An HCA acknowledges a message as it takes it, long before the
+// application woken by the completion can answer; softverbs must not let
+// that answer overtake the ACK either. Programs count on it: perftest's
+// latency tests in event mode wait on one channel for both of their CQs,
+// and take the event of a reply that came first for the send they wait for
+// (their send CQ then fills up with completions never polled).
 #pragma once
 
 #include <array>
@@ -16,6 +24,8 @@
 namespace softverbs {
 
 struct QpImpl;
+class Cq;
+class CompletionEventSink;
 
 class AckBatch {
  public:
@@ -38,11 +48,24 @@ class AckBatch {
     holders_[count_++] = &qp;
     return true;
   }
+  // `sink` is told of `cq`'s completion event when the batch ends, after
+  // the ACKs. false when the batch has no room left: tell it at once.
+  bool defer_event(CompletionEventSink& sink, Cq& cq) {
+    if (event_count_ == events_.size()) return false;
+    events_[event_count_++] = DeferredEvent{&sink, &cq};
+    return true;
+  }
 
  private:
   // More QPs than a pass of intake usually serves; past it, ACKs go at once.
   std::array<QpImpl*, 32> holders_;
   size_t count_ = 0;
+  struct DeferredEvent {
+    CompletionEventSink* sink;
+    Cq* cq;
+  };
+  std::array<DeferredEvent, 32> events_;
+  size_t event_count_ = 0;
   [[gnu::tls_model("initial-exec")]] static inline thread_local AckBatch* current_ = nullptr;
 };
 

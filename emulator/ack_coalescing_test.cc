@@ -1,6 +1,8 @@
 // ACKs coalesced over one pass of intake (ack_batch.h): a batch of messages
 // served together is acknowledged once, at most every 16 messages, and the
-// held ACK goes before any other answer of the responder.
+// held ACK goes before any other answer of the responder, and before the
+// completion events of the pass.
+#include <functional>
 #include <initializer_list>
 
 #include "emulator/ack_batch.h"
@@ -135,6 +137,27 @@ TEST_F(AckCoalescing, AQpMovedToErrorSendsTheAckItHoldsFirst) {
   EXPECT_EQ(ack_psns(), std::vector<uint32_t>{31});  // the batch's end adds none
   run_until_idle();
   ASSERT_NO_FATAL_FAILURE(expect_successes(a, {0, 1}));
+}
+
+// The application woken by a completion event may answer at once; its
+// answer must not overtake the ACK of what it received, which an HCA sends
+// as it takes the message.
+TEST_F(AckCoalescing, TheCompletionEventOfAMessageComesAfterItsAck) {
+  struct AcksAtEvent final : CompletionEventSink {
+    std::function<size_t()> acks_now;
+    std::vector<size_t> acks_sent;
+    void on_completion_event(Cq&) override { acks_sent.push_back(acks_now()); }
+  } events;
+  events.acks_now = [this] { return ack_psns().size(); };
+  recv_events_ = &events;
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 100, 500);
+  ASSERT_EQ(b.recv_cq->arm(false), 0);
+  post_sends(a, b, 3);
+  engine_->progress();  // the three SENDs, in one pass: one event, one ACK
+  EXPECT_EQ(events.acks_sent, std::vector<size_t>{1});
+  EXPECT_EQ(ack_psns(), std::vector<uint32_t>{102});
+  expect_sends_complete(a, b, 3);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Completion queues: the ring, arming, and polling (which drives progress).
 #include <cerrno>
 
+#include "emulator/ack_batch.h"
 #include "emulator/cq_impl.h"
 #include "emulator/engine.h"
 #include "emulator/hca_impl.h"
@@ -44,7 +45,11 @@ void Cq::Impl::push(const Completion& completion, bool solicited) {
   // The sinks only record the event and signal an fd; called unlocked so a
   // poller is never held up by them.
   if (overflow) hca->impl().raise(AsyncEvent{AsyncEventType::kCqErr, nullptr, self, 0});
-  if (event && sink) sink->on_completion_event(*self);
+  if (event && sink) {
+    // In a pass of intake, after the pass's ACKs (ack_batch.h).
+    AckBatch* batch = AckBatch::current();
+    if (!batch || !batch->defer_event(*sink, *self)) sink->on_completion_event(*self);
+  }
 }
 
 int Cq::poll(std::span<Completion> out) {

@@ -101,7 +101,7 @@ class Transport : public ::testing::Test {
     Errno err;
     e.pd = hca_->alloc_pd(err);
     e.send_cq = hca_->create_cq(64, nullptr, err, cq_stamps_);
-    e.recv_cq = hca_->create_cq(64, nullptr, err, cq_stamps_);
+    e.recv_cq = hca_->create_cq(64, recv_events_, err, cq_stamps_);
     Hca::QpInit init;
     init.send_cq = e.send_cq.get();
     init.recv_cq = e.recv_cq.get();
@@ -221,6 +221,7 @@ class Transport : public ::testing::Test {
   };
   QpType qp_type_ = QpType::kRc;
   uint32_t cq_stamps_ = 0;  // CqStamps of the CQs make_endpoint creates
+  CompletionEventSink* recv_events_ = nullptr;  // of the receive CQs it creates
   ManualClock clock_;
   LoopbackWire* wire_ = nullptr;
   fault::FaultInjector* injector_ = nullptr;

@@ -94,6 +94,10 @@ perftest ib_read_bw ib_read_bw -s 65536 -n 1000
 perftest ib_read_lat ib_read_lat -s 8 -n 2000
 perftest ib_atomic_bw ib_atomic_bw -n 2000
 perftest ib_atomic_lat ib_atomic_lat -n 2000
+# Event mode: ib_send_lat waits on one channel for both its CQs, and counts
+# on the ACK of a message coming before the answer to it.
+perftest ib_send_lat_events ib_send_lat -s 8 -n 2000 -e
+perftest ib_send_bw_events ib_send_bw -s 4096 -n 2000 -e
 perftest ib_send_bw_ud ib_send_bw -c UD -s 1024 -n 2000
 perftest ib_send_lat_ud ib_send_lat -c UD -s 1024 -n 2000
 perftest ib_send_bw_srq ib_send_bw --use-srq -s 65536 -n 2000
