@@ -1,14 +1,18 @@
 // Readers of different threads hold the lock together; a writer waits for
-// every one of them, whichever shard it took, and keeps them all out.
+// every one of them, whichever shard it took, keeps them all out, and is not
+// kept waiting by readers that come after it.
 #include "emulator/reader_sharded_mutex.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
 #include <vector>
+
+#include "emulator/thread_shard.h"
 
 namespace softverbs {
 namespace {
@@ -71,6 +75,51 @@ TEST(ReaderShardedMutex, ReadersSeeWhatWritersWrote) {
   for (std::thread& t : threads) t.join();
   EXPECT_FALSE(torn.load());
   EXPECT_EQ(a, 20000u);
+}
+
+// A writer waiting for a shard keeps new readers of that shard out: with
+// readers preferred, threads of one shard whose reads overlap would keep a
+// registration waiting for as long as they overlap.
+TEST(ReaderShardedMutex, AWaitingWriterGoesBeforeNewReadersOfItsShard) {
+  ReaderShardedMutex mutex;
+  std::atomic<int> reader_shard{-1};
+  std::atomic<bool> release_reader{false};
+  std::thread reader([&] {
+    std::shared_lock lock(mutex);
+    reader_shard.store(static_cast<int>(thread_shard()));
+    while (!release_reader.load()) std::this_thread::yield();
+  });
+  while (reader_shard.load() < 0) std::this_thread::yield();
+
+  std::atomic<bool> written{false};
+  std::thread writer([&] {
+    std::unique_lock lock(mutex);
+    written.store(true);
+  });
+  // A thread of the reader's shard: threads are given shards in turn.
+  bool refused = false;
+  for (size_t attempt = 0; attempt < 4 * kThreadShards && !refused; ++attempt) {
+    std::thread latecomer([&] {
+      if (static_cast<int>(thread_shard()) != reader_shard.load()) return;
+      // The writer may not be waiting yet: look until it is, for 10 s at most.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (std::chrono::steady_clock::now() < give_up) {
+        if (!mutex.try_lock_shared()) {
+          refused = true;
+          return;
+        }
+        mutex.unlock_shared();
+        std::this_thread::yield();
+      }
+    });
+    latecomer.join();
+  }
+  EXPECT_TRUE(refused) << "a new reader went ahead of the waiting writer";
+  EXPECT_FALSE(written.load());
+  release_reader.store(true);
+  reader.join();
+  writer.join();
+  EXPECT_TRUE(written.load());
 }
 
 }  // namespace
