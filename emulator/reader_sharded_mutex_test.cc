@@ -122,5 +122,20 @@ TEST(ReaderShardedMutex, AWaitingWriterGoesBeforeNewReadersOfItsShard) {
   EXPECT_TRUE(written.load());
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// Sanitizer builds stop a thread that takes the lock shared a second time,
+// which deadlocks as soon as a writer waits between the two.
+TEST(ReaderShardedMutexDeathTest, TakingItSharedTwiceStopsTheProgram) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ReaderShardedMutex mutex;
+  EXPECT_DEATH(
+      {
+        std::shared_lock first(mutex);
+        std::shared_lock second(mutex);
+      },
+      "taken shared twice");
+}
+#endif
+
 }  // namespace
 }  // namespace softverbs
