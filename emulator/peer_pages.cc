@@ -4,9 +4,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -52,22 +54,67 @@ PeerPages& PeerPages::process() {
 namespace {
 
 // The mapping of each kind this thread found last: the next operation
-// usually wants the same one, and takes it without the mutex.
-thread_local std::shared_ptr<const PeerMapping> recently_found[2];
+// usually wants the same one, and takes it without the mutex. Weak: a
+// thread that stops asking must not keep a mapping alive.
+thread_local std::weak_ptr<const PeerMapping> recently_found[2];
 
-std::shared_ptr<const PeerMapping>& recent(PeerFile kind) {
+std::weak_ptr<const PeerMapping>& recent(PeerFile kind) {
   return recently_found[static_cast<size_t>(kind)];
+}
+
+// Whether process `pid` still holds the file `inode` under descriptor
+// `fd`; true when that cannot be told (the peer's /proc is not ours to
+// read), so the mapping stays as before.
+bool owner_holds(uint32_t pid, int32_t fd, uint64_t inode) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%u/fd/%d", pid, fd);
+  struct stat st;
+  if (stat(path, &st) == 0) return static_cast<uint64_t>(st.st_ino) == inode;
+  return !(errno == ENOENT || errno == ESRCH);
 }
 
 }  // namespace
 
 std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uint64_t inode,
                                                     PeerFile kind) {
-  std::shared_ptr<const PeerMapping>& last = recent(kind);
-  if (last && last->inode == inode && last->pid == pid) return last;
+  std::weak_ptr<const PeerMapping>& recent_one = recent(kind);
+  if (std::shared_ptr<const PeerMapping> last = recent_one.lock();
+      last && last->inode == inode && last->pid == pid)
+    return last;
   std::shared_ptr<const PeerMapping> found = find_locked(pid, fd, inode, kind);
-  if (found) last = found;
+  if (found) recent_one = found;
   return found;
+}
+
+void PeerPages::tidy() {
+  if (!any_held_.load(std::memory_order_relaxed)) return;
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 +
+                          static_cast<uint64_t>(now.tv_nsec);
+  uint64_t due = next_tidy_ns_.load(std::memory_order_relaxed);
+  if (now_ns < due) return;
+  // One thread tidies per interval.
+  if (!next_tidy_ns_.compare_exchange_strong(due, now_ns + kTidyIntervalNs,
+                                             std::memory_order_relaxed))
+    return;
+  let_go_of_released();
+}
+
+size_t PeerPages::let_go_of_released() {
+  std::lock_guard lock(mutex_);
+  const size_t before = mappings_.size();
+  // Unmapped once no copy holds them.
+  std::erase_if(mappings_, [](const std::shared_ptr<PeerMapping>& m) {
+    return !owner_holds(m->pid, m->fd, m->inode);
+  });
+  any_held_.store(!mappings_.empty(), std::memory_order_relaxed);
+  return before - mappings_.size();
+}
+
+size_t PeerPages::held() {
+  std::lock_guard lock(mutex_);
+  return mappings_.size();
 }
 
 std::shared_ptr<const PeerMapping> PeerPages::find_locked(uint32_t pid, int32_t fd,
@@ -88,6 +135,7 @@ std::shared_ptr<const PeerMapping> PeerPages::find_locked(uint32_t pid, int32_t 
   std::shared_ptr<PeerMapping> made = map(pid, fd, inode, kind);
   made->last_used = uses_;
   mappings_.push_back(made);
+  any_held_.store(true, std::memory_order_relaxed);
   return made->base ? made : nullptr;
 }
 
@@ -95,6 +143,7 @@ std::shared_ptr<PeerMapping> PeerPages::map(uint32_t pid, int32_t fd, uint64_t i
                                             PeerFile kind) {
   auto m = std::make_shared<PeerMapping>();
   m->pid = pid;
+  m->fd = fd;
   m->inode = inode;
   m->kind = kind;
   const int pidfd = open_pidfd(static_cast<pid_t>(pid));
@@ -122,8 +171,9 @@ void PeerPages::forget_all() {
   // The mappings are not there, so nothing is unmapped.
   for (std::shared_ptr<PeerMapping>& m : mappings_) m->base = nullptr;
   mappings_.clear();
+  any_held_.store(false, std::memory_order_relaxed);
   // This thread's (the only one in the child) too.
-  for (std::shared_ptr<const PeerMapping>& m : recently_found) m.reset();
+  for (std::weak_ptr<const PeerMapping>& m : recently_found) m.reset();
 }
 
 }  // namespace softverbs

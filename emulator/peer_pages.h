@@ -11,11 +11,19 @@
 // one that cannot be made is remembered and not tried again. A peer's
 // liveness page (liveness_page.h) is mapped the same way, read-only.
 //
+// A mapping also keeps the pages alive after their owner let go of them
+// (its last MR over them deregistered, or the process gone): held, they
+// would stay in memory for as long as this process lives. So once a
+// second at most (tidy(), from the progress thread) each mapping is
+// checked against its owner, through /proc/PID/fd, and let go of when the
+// owner no longer holds that file under that descriptor.
+//
 // Threads: any; one mutex inside, a leaf, not taken when a thread asks
 // again for the mapping of each kind it found last. A mapping in use by a
-// copy (or remembered by a thread) is held and unmapped only when let go.
+// copy is held and unmapped only when that copy is done.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -31,6 +39,7 @@ enum class PeerFile : uint8_t {
 
 struct PeerMapping {
   uint32_t pid = 0;
+  int32_t fd = -1;  // in the owner
   uint64_t inode = 0;
   PeerFile kind = PeerFile::kMrPages;
   uint8_t* base = nullptr;  // nullptr: it could not be mapped
@@ -51,6 +60,16 @@ class PeerPages {
   std::shared_ptr<const PeerMapping> find(uint32_t pid, int32_t fd, uint64_t inode,
                                           PeerFile kind = PeerFile::kMrPages);
 
+  // Lets go of the mappings whose owner no longer holds their file (above);
+  // at most once per kTidyIntervalNs, one load otherwise (none held) or a
+  // coarse clock read.
+  void tidy();
+  static constexpr uint64_t kTidyIntervalNs = 1'000'000'000;
+  // The same at once. Returns how many were let go of.
+  size_t let_go_of_released();
+  // How many mappings are held (remembered failures included).
+  size_t held();
+
  private:
   // After fork(), in the child, which has none of the mappings.
   void forget_all();
@@ -62,6 +81,8 @@ class PeerPages {
   std::mutex mutex_;
   std::vector<std::shared_ptr<PeerMapping>> mappings_;
   uint64_t uses_ = 0;
+  std::atomic<uint64_t> next_tidy_ns_{0};
+  std::atomic<bool> any_held_{false};
 };
 
 }  // namespace softverbs

@@ -4,6 +4,7 @@
 #include "emulator/shared_pages.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -195,6 +196,95 @@ TEST_F(SharedPagesTest, AnotherProcessMapsThePagesByDescriptorAndInode) {
   for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(base_[kPage + i], 0x42);
   EXPECT_EQ(base_[kPage + 16], static_cast<uint8_t>((kPage + 16) * 7 + 1));
   pages_.release(*ref);
+}
+
+// Whether this process maps a file named like the MR pages files.
+bool maps_shared_mr_pages() {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (!maps) return false;
+  char line[512];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, maps)) found = std::strstr(line, "softverbs-mr") != nullptr;
+  std::fclose(maps);
+  return found;
+}
+
+// A peer's mapping keeps the pages alive: once their owner lets go of them
+// (its last MR over them deregistered), so does the peer, and the memory
+// is given back.
+TEST_F(SharedPagesTest, APeerLetsGoOfPagesTheirOwnerReleased) {
+  std::optional<SharedPagesRef> ref = pages_.share(at(0), 2 * kPage);
+  ASSERT_TRUE(ref);
+  const uint32_t owner = static_cast<uint32_t>(getpid());
+  int mapped[2], released[2];
+  ASSERT_EQ(pipe(mapped), 0);
+  ASSERT_EQ(pipe(released), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    PeerPages& peer = PeerPages::process();
+    char c = 0;
+    {
+      std::shared_ptr<const PeerMapping> m = peer.find(owner, ref->fd, ref->inode);
+      if (!m) _exit(2);
+    }
+    // The owner still holds the file: the mapping stays.
+    if (peer.let_go_of_released() != 0 || !maps_shared_mr_pages()) _exit(3);
+    if (write(mapped[1], "m", 1) != 1 || read(released[0], &c, 1) != 1) _exit(4);
+    if (peer.let_go_of_released() != 1 || peer.held() != 0) _exit(5);
+    if (maps_shared_mr_pages()) _exit(6);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(mapped[0], &c, 1), 1);
+  pages_.release(*ref);
+  ASSERT_EQ(write(released[1], "r", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (int fd : {mapped[0], mapped[1], released[0], released[1]}) close(fd);
+}
+
+// The same when the owner is gone: its pages outlive it only as long as a
+// peer maps them.
+TEST_F(SharedPagesTest, APeerLetsGoOfPagesOfAnOwnerThatDied) {
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t owner = fork();
+  ASSERT_GE(owner, 0);
+  if (owner == 0) {
+    std::optional<SharedPagesRef> ref = pages_.share(at(0), 2 * kPage);
+    if (!ref) _exit(2);
+    if (write(report[1], &*ref, sizeof *ref) != sizeof *ref) _exit(3);
+    pause();  // until killed
+    _exit(0);
+  }
+  // Killed however the test ends.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+    }
+  } reaper{owner};
+  SharedPagesRef ref;
+  ASSERT_EQ(read(report[0], &ref, sizeof ref), static_cast<ssize_t>(sizeof ref));
+  PeerPages& peer = PeerPages::process();
+  const size_t held_before = peer.held();
+  {
+    std::shared_ptr<const PeerMapping> m = peer.find(static_cast<uint32_t>(owner), ref.fd, ref.inode);
+    ASSERT_TRUE(m) << "this process may not take another's descriptors here";
+  }
+  EXPECT_EQ(peer.held(), held_before + 1);
+  EXPECT_EQ(peer.let_go_of_released(), 0u);
+  kill(owner, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(owner, &status, 0), owner);
+  reaper.pid = 0;
+  EXPECT_EQ(peer.let_go_of_released(), 1u);
+  EXPECT_FALSE(maps_shared_mr_pages());
+  close(report[0]);
+  close(report[1]);
 }
 
 }  // namespace
