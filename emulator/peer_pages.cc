@@ -36,6 +36,8 @@ PeerMapping::~PeerMapping() {
   if (base) munmap(base, size);
 }
 
+std::atomic<PeerPages*> PeerPages::created{nullptr};
+
 PeerPages& PeerPages::process() {
   static PeerPages* pages = [] {
     auto* made = new PeerPages;  // lives as long as the process
@@ -46,6 +48,7 @@ PeerPages& PeerPages::process() {
                      process().mutex_.unlock();
                      process().forget_all();
                    });
+    created.store(made, std::memory_order_release);
     return made;
   }();
   return *pages;
@@ -87,6 +90,12 @@ std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uin
 }
 
 void PeerPages::tidy() {
+  // Nothing to do in a process that never mapped a peer's pages.
+  PeerPages* pages = created.load(std::memory_order_acquire);
+  if (pages) pages->tidy_now_and_then();
+}
+
+void PeerPages::tidy_now_and_then() {
   if (!any_held_.load(std::memory_order_relaxed)) return;
   timespec now;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
@@ -98,11 +107,18 @@ void PeerPages::tidy() {
   if (!next_tidy_ns_.compare_exchange_strong(due, now_ns + kTidyIntervalNs,
                                              std::memory_order_relaxed))
     return;
-  let_go_of_released();
+  // Never waits: the caller is a progress thread, which fork() may be
+  // waiting for to park while it holds this mutex (pthread_atfork above).
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (lock.owns_lock()) let_go_of_released_locked();
 }
 
 size_t PeerPages::let_go_of_released() {
   std::lock_guard lock(mutex_);
+  return let_go_of_released_locked();
+}
+
+size_t PeerPages::let_go_of_released_locked() {
   const size_t before = mappings_.size();
   // Unmapped once no copy holds them.
   std::erase_if(mappings_, [](const std::shared_ptr<PeerMapping>& m) {

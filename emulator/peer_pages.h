@@ -60,10 +60,10 @@ class PeerPages {
   std::shared_ptr<const PeerMapping> find(uint32_t pid, int32_t fd, uint64_t inode,
                                           PeerFile kind = PeerFile::kMrPages);
 
-  // Lets go of the mappings whose owner no longer holds their file (above);
-  // at most once per kTidyIntervalNs, one load otherwise (none held) or a
-  // coarse clock read.
-  void tidy();
+  // Lets go of the mappings whose owner no longer holds their file (above),
+  // at most once per kTidyIntervalNs and never waiting for the mutex; one
+  // load where none is held. Does not make the instance.
+  static void tidy();
   static constexpr uint64_t kTidyIntervalNs = 1'000'000'000;
   // The same at once. Returns how many were let go of.
   size_t let_go_of_released();
@@ -73,6 +73,10 @@ class PeerPages {
  private:
   // After fork(), in the child, which has none of the mappings.
   void forget_all();
+  void tidy_now_and_then();
+  size_t let_go_of_released_locked();
+
+  static std::atomic<PeerPages*> created;
 
   std::shared_ptr<const PeerMapping> find_locked(uint32_t pid, int32_t fd, uint64_t inode,
                                                  PeerFile kind);

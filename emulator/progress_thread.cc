@@ -82,7 +82,7 @@ void Engine::progress_thread_main() {
 
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (fork_gate_.load(std::memory_order_acquire) != 0) park_for_fork();
-    PeerPages::process().tidy();  // peers' pages they let go of
+    PeerPages::tidy();  // peers' pages they let go of
     const bool application_serves = wire_->application_polling();
     const size_t served = application_serves ? kIntakeBusy : progress_on_progress_thread(256);
     if (served == kIntakeBusy) {
