@@ -1,14 +1,20 @@
 // The fault injector on the in-process loopback wire and a manual clock,
-// with real IB frames: which frames each rule hits, what becomes of them,
-// and that a seed replays a run exactly.
+// with real IB frames: which frames each rule hits, frames written in place
+// (send_with), that a seed replays a run exactly, and plan changes while
+// frames flow. What each action does to the frames it hits:
+// fault_injector_actions_test.cc.
 #include "emulator/fault/fault_injector.h"
 
 #include <gtest/gtest.h>
 
-#include <array>
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "emulator/fault/fault_injector_test_support.h"
 #include "emulator/fault/fault_test_frames.h"
 #include "emulator/packet/allocation_counter.h"
 #include "emulator/wire/loopback_wire.h"
@@ -18,113 +24,20 @@ namespace {
 
 using packet::Opcode;
 using testing::Bytes;
+using testing::FaultInjectorTest;
+using testing::kMs;
+using testing::kQp;
+using testing::kUs;
 using testing::make_frame;
-
-constexpr uint32_t kQp = 0x12;
-constexpr uint64_t kMs = 1'000'000;
-constexpr uint64_t kUs = 1'000;
-
-Plan plan_from(std::string_view text) {
-  Plan plan;
-  std::string error;
-  EXPECT_TRUE(parse_plan(text, plan, error)) << error;
-  return plan;
-}
-
-uint32_t psn_of(std::span<const uint8_t> frame) {
-  packet::DecodedPacket packet;
-  EXPECT_EQ(packet::decode_ib(frame, packet), packet::DecodeError::kNone);
-  return packet.headers.bth.psn;
-}
-
-std::vector<uint32_t> psns_of(const std::vector<Bytes>& frames) {
-  std::vector<uint32_t> psns;
-  for (const Bytes& frame : frames) psns.push_back(psn_of(frame));
-  return psns;
-}
+using testing::plan_from;
+using testing::psns_of;
+using testing::RingWire;
 
 std::vector<uint32_t> range(uint32_t first, uint32_t last) {
   std::vector<uint32_t> values;
   for (uint32_t v = first; v <= last; ++v) values.push_back(v);
   return values;
 }
-
-// A wire that never allocates (fixed slots) and records wait() timeouts.
-class RingWire final : public Wire {
- public:
-  bool send(const WireAddress&, std::span<const uint8_t> frame) override {
-    if (count_ == kSlots || frame.size() > kSlotBytes) return false;
-    Slot& slot = slots_[(head_ + count_++) % kSlots];
-    std::memcpy(slot.bytes.data(), frame.data(), frame.size());
-    slot.size = frame.size();
-    return true;
-  }
-  size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
-              size_t budget) override {
-    size_t n = 0;
-    for (; n < budget && count_ > 0; ++n) {
-      const Slot& slot = slots_[head_];
-      head_ = (head_ + 1) % kSlots;
-      --count_;
-      deliver(std::span(slot.bytes.data(), slot.size));
-    }
-    return n;
-  }
-  void wait(uint64_t timeout_ns) override {
-    ++wait_calls;
-    last_wait_ns = timeout_ns;
-  }
-  void wake() override {}
-  bool has_deferred() const override { return false; }
-  WireCounters counters() const override { return {}; }
-
-  int wait_calls = 0;
-  uint64_t last_wait_ns = 0;
-
- private:
-  static constexpr size_t kSlots = 8, kSlotBytes = 256;
-  struct Slot {
-    std::array<uint8_t, kSlotBytes> bytes;
-    size_t size = 0;
-  };
-  std::array<Slot, kSlots> slots_;
-  size_t head_ = 0, count_ = 0;
-};
-
-class FaultInjectorTest : public ::testing::Test {
- protected:
-  FaultInjectorTest() {
-    auto wire = std::make_unique<LoopbackWire>();
-    loopback_ = wire.get();
-    injector_ = std::make_unique<FaultInjector>(std::move(wire), clock_);
-  }
-
-  void use(std::string_view text) { injector_->set_plan(plan_from(text)); }
-
-  void send(const Bytes& frame, uint32_t qpn = kQp) {
-    injector_->send(WireAddress{0, qpn}, frame);
-  }
-
-  // Sends frames with PSNs first..last to one QP.
-  void send_psns(uint32_t first, uint32_t last, uint32_t qpn = kQp) {
-    for (uint32_t psn = first; psn <= last; ++psn) send(make_frame(qpn, psn));
-  }
-
-  // Polls until neither the injector nor the loopback wire has anything due.
-  std::vector<Bytes> poll_all() {
-    std::vector<Bytes> delivered;
-    const auto deliver = [&](std::span<const uint8_t> frame) {
-      delivered.emplace_back(frame.begin(), frame.end());
-    };
-    while (injector_->poll(deliver, 16) > 0 || loopback_->queued() > 0) {
-    }
-    return delivered;
-  }
-
-  ManualClock clock_;
-  LoopbackWire* loopback_ = nullptr;
-  std::unique_ptr<FaultInjector> injector_;
-};
 
 // ---- Pass-through -----------------------------------------------------------
 
@@ -476,184 +389,6 @@ TEST_F(FaultInjectorTest, SetPlanRestartsTheRandomSequence) {
   const std::vector<Bytes> first = run_mixed_plan(*injector_, *loopback_, clock_, 11);
   const std::vector<Bytes> again = run_mixed_plan(*injector_, *loopback_, clock_, 11);
   EXPECT_EQ(first, again);
-}
-
-// ---- Corruption -------------------------------------------------------------
-
-TEST_F(FaultInjectorTest, CorruptFlipsOneBitThatTheReceiverCatches) {
-  use("seed=3; corrupt:dir=tx");
-  constexpr uint32_t kFrames = 300;
-  std::vector<Bytes> sent;
-  for (uint32_t psn = 0; psn < kFrames; ++psn) {
-    sent.push_back(make_frame(kQp, psn, Opcode::kRcSendOnly, 256));
-    send(sent.back());
-  }
-  const std::vector<Bytes> received = poll_all();
-  ASSERT_EQ(received.size(), sent.size());
-  const size_t headers = packet::kLrhBytes + packet::kBthBytes;
-  size_t bad_icrc = 0;
-  for (size_t i = 0; i < sent.size(); ++i) {
-    ASSERT_EQ(received[i].size(), sent[i].size());
-    size_t flipped_bits = 0, flipped_byte = 0;
-    for (size_t b = 0; b < sent[i].size(); ++b) {
-      if (const int diff = received[i][b] ^ sent[i][b]; diff != 0) {
-        flipped_bits += __builtin_popcount(diff);
-        flipped_byte = b;
-      }
-    }
-    ASSERT_EQ(flipped_bits, 1u) << "frame " << i;
-    packet::DecodedPacket packet;
-    const packet::DecodeError error = packet::decode_ib(received[i], packet);
-    EXPECT_NE(error, packet::DecodeError::kNone) << "frame " << i << " byte " << flipped_byte;
-    // Past the LRH and BTH only the ICRC can notice.
-    if (flipped_byte >= headers) {
-      EXPECT_EQ(error, packet::DecodeError::kBadIcrc);
-    }
-    if (error == packet::DecodeError::kBadIcrc) ++bad_icrc;
-  }
-  // Most of the frame is payload, so most flips are ICRC failures.
-  EXPECT_GT(bad_icrc, kFrames * 3 / 4);
-  EXPECT_EQ(injector_->fault_counters().corrupted, kFrames);
-}
-
-TEST_F(FaultInjectorTest, CorruptOnReceiveToo) {
-  use("corrupt:dir=rx,nth=2");
-  send_psns(1, 3);
-  const std::vector<Bytes> received = poll_all();
-  ASSERT_EQ(received.size(), 3u);
-  packet::DecodedPacket packet;
-  EXPECT_EQ(packet::decode_ib(received[0], packet), packet::DecodeError::kNone);
-  EXPECT_NE(packet::decode_ib(received[1], packet), packet::DecodeError::kNone);
-  EXPECT_EQ(packet::decode_ib(received[2], packet), packet::DecodeError::kNone);
-}
-
-// ---- Delay ------------------------------------------------------------------
-
-TEST_F(FaultInjectorTest, DelayedTxFrameGoesOutInPollOnceTheClockPasses) {
-  use("delay:dir=tx,nth=1,ms=5");
-  send_psns(1, 2);
-  EXPECT_EQ(loopback_->counters().frames_sent, 1u);  // frame 1 held back
-  EXPECT_TRUE(injector_->has_deferred());
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{2}));
-
-  clock_.advance(5 * kMs - 1);
-  EXPECT_TRUE(poll_all().empty());
-  EXPECT_EQ(loopback_->counters().frames_sent, 1u);
-
-  clock_.advance(1);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{1}));
-  EXPECT_EQ(loopback_->counters().frames_sent, 2u);
-  EXPECT_FALSE(injector_->has_deferred());
-  EXPECT_EQ(injector_->fault_counters().delayed, 1u);
-}
-
-TEST_F(FaultInjectorTest, DelayedRxFrameIsDeliveredOnceTheClockPasses) {
-  use("delay:dir=rx,nth=1,us=200");
-  send_psns(1, 2);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{2}));
-  clock_.advance(199 * kUs);
-  EXPECT_TRUE(poll_all().empty());
-  clock_.advance(1 * kUs);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{1}));
-}
-
-TEST_F(FaultInjectorTest, DelayJitterStaysWithinItsBounds) {
-  use("seed=5; delay:dir=tx,us=100,jitter_us=50");
-  send_psns(1, 200);
-  clock_.advance(100 * kUs - 1);
-  EXPECT_TRUE(poll_all().empty());
-  clock_.advance(1);
-  size_t released = poll_all().size();
-  EXPECT_LT(released, 200u);
-  for (int step = 0; step < 50; ++step) {
-    clock_.advance(1 * kUs);
-    released += poll_all().size();
-  }
-  EXPECT_EQ(released, 200u);  // all out by 150 us
-  EXPECT_FALSE(injector_->has_deferred());
-}
-
-TEST(FaultInjectorWait, NeverSleepsPastTheEarliestRelease) {
-  ManualClock clock;
-  auto owned = std::make_unique<RingWire>();
-  RingWire& ring = *owned;
-  FaultInjector injector(std::move(owned), clock);
-
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 10 * kMs);  // nothing held: as asked
-
-  injector.set_plan(plan_from("delay:dir=tx,ms=2"));
-  injector.send(WireAddress{0, kQp}, make_frame(kQp, 1));
-  EXPECT_TRUE(injector.has_deferred());
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 2 * kMs);
-  clock.advance(1500 * kUs);
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 500 * kUs);
-  injector.wait(100 * kUs);
-  EXPECT_EQ(ring.last_wait_ns, 100 * kUs);
-
-  clock.advance(500 * kUs);
-  const int calls = ring.wait_calls;
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.wait_calls, calls) << "slept although a frame was due";
-
-  size_t delivered = 0;
-  injector.poll([&](std::span<const uint8_t>) { ++delivered; }, 16);
-  EXPECT_EQ(delivered, 1u);
-  EXPECT_FALSE(injector.has_deferred());
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 10 * kMs);
-}
-
-TEST_F(FaultInjectorTest, EmptyingThePlanStillReleasesHeldFrames) {
-  use("delay:dir=tx,ms=1");
-  send_psns(1, 1);
-  injector_->set_plan(Plan{});
-  send_psns(2, 2);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{2}));
-  clock_.advance(1 * kMs);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{1}));
-}
-
-// ---- Reorder and duplicate --------------------------------------------------
-
-TEST_F(FaultInjectorTest, ReorderLetsDepthLaterFramesOvertake) {
-  use("reorder:dir=tx,nth=2,depth=3");
-  send_psns(1, 6);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{1, 3, 4, 5, 2, 6}));
-  EXPECT_EQ(injector_->fault_counters().reordered, 1u);
-}
-
-TEST_F(FaultInjectorTest, ReorderOnReceive) {
-  use("reorder:dir=rx,nth=1,depth=2");
-  send_psns(1, 4);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{2, 3, 1, 4}));
-}
-
-TEST_F(FaultInjectorTest, ReorderedFramesWaitingTogetherKeepTheirOrder) {
-  use("reorder:dir=tx,limit=2,depth=2");
-  send_psns(1, 5);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{3, 4, 1, 2, 5}));
-}
-
-TEST_F(FaultInjectorTest, AReorderedLoneFrameGoesOutAfterTheTimeout) {
-  use("reorder:dir=tx,depth=5");
-  send_psns(1, 1);
-  EXPECT_TRUE(poll_all().empty());
-  EXPECT_TRUE(injector_->has_deferred());
-  clock_.advance(kReorderReleaseAfterNs - 1);
-  EXPECT_TRUE(poll_all().empty());
-  clock_.advance(1);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{1}));
-  EXPECT_FALSE(injector_->has_deferred());
-}
-
-TEST_F(FaultInjectorTest, DuplicateDeliversTwice) {
-  use("dup:dir=tx,nth=2");
-  send_psns(1, 3);
-  EXPECT_EQ(psns_of(poll_all()), (std::vector<uint32_t>{1, 2, 2, 3}));
-  EXPECT_EQ(injector_->fault_counters().duplicated, 1u);
 }
 
 // ---- Threads ----------------------------------------------------------------

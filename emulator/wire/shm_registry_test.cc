@@ -1,6 +1,7 @@
 // The shared registry with real processes: QPN uniqueness across processes,
-// reclaiming what a killed process held, segment permissions, and leaving
-// nothing in /dev/shm once the last user is gone.
+// reclaiming what a killed process held, segment permissions, and the
+// registry lock and liveness. Leaving nothing in /dev/shm once the last user
+// is gone: shm_registry_cleanup_test.cc.
 #include "emulator/wire/shm_registry.h"
 
 #include <fcntl.h>
@@ -14,12 +15,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <array>
 #include <atomic>
 #include <set>
 #include <vector>
 
 #include "emulator/wire/shm_names.h"
+#include "emulator/wire/shm_registry_test_support.h"
 #include "emulator/wire/shm_wire.h"
 #include "emulator/wire/wire_test_support.h"
 
@@ -28,42 +29,9 @@ namespace {
 
 using testing::fork_child;
 using testing::Pipe;
+using testing::ShmRegistryTest;
+using testing::spawn_qpn_holder;
 using testing::wait_child;
-
-class ShmRegistryTest : public ::testing::Test {
- protected:
-  void TearDown() override { testing::remove_segments_of_current_prefix(); }
-
-  static std::unique_ptr<ShmRegistry> attach() {
-    Errno err = 0;
-    auto registry = ShmRegistry::attach(err);
-    EXPECT_NE(registry, nullptr) << "attach failed, errno " << err;
-    return registry;
-  }
-
-  testing::ScopedShmPrefix prefix_;
-  testing::Watchdog watchdog_{300};
-};
-
-// A child that attaches, creates its mailbox, takes `count` QPNs of device
-// 0, reports its ProcessRef and QPNs, then waits to be killed.
-pid_t spawn_qpn_holder(Pipe& report, uint32_t count) {
-  return fork_child([&report, count] {
-    Errno err = 0;
-    auto registry = ShmRegistry::attach(err);
-    if (!registry) return 1;
-    auto wire = ShmWire::create(*registry, err);
-    if (!wire) return 2;
-    std::vector<uint32_t> qpns(count);
-    for (uint32_t& qpn : qpns) {
-      if (registry->allocate_qpn(0, qpn) != 0) return 3;
-    }
-    ProcessRef self = registry->self();
-    report.write(self);
-    report.write_bytes(qpns.data(), qpns.size() * sizeof(uint32_t));
-    for (;;) pause();
-  });
-}
 
 TEST_F(ShmRegistryTest, AttachClaimsASlotForThisProcess) {
   auto registry = attach();
@@ -480,149 +448,6 @@ TEST_F(ShmRegistryTest, AnUnreapedDeadProcessCountsAsDead) {
   EXPECT_FALSE(registry->is_alive(zombie));
   EXPECT_FALSE(registry->lookup_qpn(0, qpn, owner));
   EXPECT_EQ(wait_child(child), 128 + SIGKILL);
-}
-
-TEST_F(ShmRegistryTest, NothingIsLeftInDevShmAfterTheLastUserDetaches) {
-  auto registry = attach();
-  ASSERT_NE(registry, nullptr);
-  Errno err = 0;
-  auto wire = ShmWire::create(*registry, err);
-  ASSERT_NE(wire, nullptr);
-  Pipe done;
-  std::vector<pid_t> children;
-  for (int c = 0; c < 3; ++c) {
-    children.push_back(fork_child([&] {
-      Errno e = 0;
-      auto mine = ShmRegistry::attach(e);
-      if (!mine) return 1;
-      auto my_wire = ShmWire::create(*mine, e);
-      if (!my_wire) return 2;
-      uint32_t qpn = 0;
-      if (mine->allocate_qpn(0, qpn) != 0) return 3;
-      done.write(uint8_t{1});
-      return 0;  // leaves with everything still held: the destructors tidy up
-    }));
-  }
-  for (int c = 0; c < 3; ++c) {
-    uint8_t token = 0;
-    ASSERT_TRUE(done.read(token));
-  }
-  for (pid_t child : children) EXPECT_EQ(wait_child(child), 0);
-  EXPECT_FALSE(testing::segments_of_current_prefix().empty());
-  wire.reset();
-  registry.reset();
-  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
-}
-
-TEST_F(ShmRegistryTest, LastUserLeavingAfterACrashRemovesTheDeadOnesSegmentsToo) {
-  auto registry = attach();
-  ASSERT_NE(registry, nullptr);
-  Pipe report;
-  pid_t child = spawn_qpn_holder(report, 5);
-  ProcessRef dead;
-  ASSERT_TRUE(report.read(dead));
-  kill(child, SIGKILL);
-  wait_child(child);
-  EXPECT_TRUE(testing::file_exists(shm_file_path(ShmRegistry::mailbox_name(dead))));
-  registry.reset();
-  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
-}
-
-TEST_F(ShmRegistryTest, ProcessesAttachingAndLeavingAtOnceLeaveNothingBehind) {
-  constexpr int kChildren = 4;
-  constexpr int kRounds = 40;
-  std::vector<pid_t> children;
-  for (int c = 0; c < kChildren; ++c) {
-    children.push_back(fork_child([] {
-      for (int round = 0; round < kRounds; ++round) {
-        Errno err = 0;
-        auto registry = ShmRegistry::attach(err);
-        if (!registry) return 10 + err;
-        auto wire = ShmWire::create(*registry, err);
-        if (!wire) return 50 + err;
-        uint32_t qpn = 0;
-        if (registry->allocate_qpn(0, qpn) != 0) return 3;
-        ProcessRef owner;
-        if (!registry->lookup_qpn(0, qpn, owner) || owner.pid != static_cast<uint32_t>(getpid())) {
-          return 4;
-        }
-      }
-      return 0;
-    }));
-  }
-  for (pid_t child : children) EXPECT_EQ(wait_child(child), 0);
-  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
-}
-
-TEST_F(ShmRegistryTest, AForkedCopyLeavingDoesNotDetachTheParent) {
-  auto registry = attach();
-  ASSERT_NE(registry, nullptr);
-  Errno err = 0;
-  auto wire = ShmWire::create(*registry, err);
-  ASSERT_NE(wire, nullptr);
-  uint32_t qpn = 0;
-  ASSERT_EQ(registry->allocate_qpn(0, qpn), 0);
-  pid_t child = fork_child([&] {
-    wire.reset();  // the inherited copies go away in the child
-    registry.reset();
-    return 0;
-  });
-  EXPECT_EQ(wait_child(child), 0);
-  ProcessRef owner;
-  EXPECT_TRUE(registry->lookup_qpn(0, qpn, owner));
-  EXPECT_TRUE(registry->is_alive(registry->self()));
-  EXPECT_TRUE(testing::file_exists(shm_file_path(ShmRegistry::mailbox_name(registry->self()))));
-  EXPECT_TRUE(testing::file_exists(shm_file_path(ShmRegistry::segment_name())));
-}
-
-// Creates a segment named like a mailbox that no slot accounts for.
-void plant_segment(const std::string& name) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
-  if (fd >= 0) close(fd);
-}
-
-TEST_F(ShmRegistryTest, MailboxesLeftFromAnEarlierRegistryAreRemovedByItsSuccessor) {
-  const std::string stray = mailbox_segment_name(5, 77);
-  const std::string unrelated = "/" + shm_user_stem() + "mbox-notes";
-  plant_segment(stray);
-  plant_segment(unrelated);
-  auto registry = attach();
-  ASSERT_NE(registry, nullptr);
-  EXPECT_FALSE(testing::file_exists(shm_file_path(stray)));
-  EXPECT_TRUE(testing::file_exists(shm_file_path(unrelated)));  // not a mailbox name
-  shm_unlink(unrelated.c_str());
-}
-
-TEST_F(ShmRegistryTest, TheLastUserRemovesMailboxesNoSlotAccountsFor) {
-  auto registry = attach();
-  ASSERT_NE(registry, nullptr);
-  const std::string stray = mailbox_segment_name(9, 12345);
-  plant_segment(stray);
-  registry.reset();
-  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
-}
-
-TEST_F(ShmRegistryTest, ChangingThePrefixAfterAttachingChangesNothing) {
-  auto registry = attach();
-  ASSERT_NE(registry, nullptr);
-  Errno err = 0;
-  auto wire = ShmWire::create(*registry, err);
-  ASSERT_NE(wire, nullptr);
-  const std::string mailbox = ShmRegistry::mailbox_name(registry->self());
-  const std::string attached_prefix = shm_prefix();
-  {
-    testing::ScopedShmPrefix another;
-    EXPECT_EQ(registry->mailbox_name_of(registry->self()), mailbox);
-    uint32_t qpn = 0;
-    ASSERT_EQ(registry->allocate_qpn(0, qpn), 0);
-    const std::array<uint8_t, 2> frame{1, 2};
-    EXPECT_TRUE(wire->send(WireAddress{0, qpn}, frame));
-    EXPECT_EQ(wire->poll([](std::span<const uint8_t>) {}, 4), 1u);
-    wire.reset();
-    registry.reset();
-  }
-  ASSERT_EQ(shm_prefix(), attached_prefix);
-  EXPECT_TRUE(testing::segments_of_current_prefix().empty());
 }
 
 }  // namespace
