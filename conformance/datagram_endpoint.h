@@ -38,6 +38,7 @@ class DatagramEndpoint {
   DatagramAddress address() const;
   uint32_t mtu_bytes() const { return 128u << port_.active_mtu; }
   uint8_t port_num() const { return port_.port; }
+  bool on_ethernet() const { return port_.link_layer == IBV_LINK_LAYER_ETHERNET; }
   ibv_context* context() const { return context_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
   ibv_qp* qp() const { return qp_.get(); }

@@ -96,6 +96,20 @@ TEST_F(DeviceMemory, RegistrationRules) {
   EXPECT_EQ(0, ibv_free_dm(dm.release()));
 }
 
+// A DM MR of length 0 is registered (as mlx5 does): it covers no byte, and
+// it holds its DM like any other.
+TEST_F(DeviceMemory, AnMrOfLengthZeroIsRegistered) {
+  DmPtr dm = alloc(4);
+  ASSERT_TRUE(dm) << describe_errno(errno);
+  MrPtr mr(ibv_reg_dm_mr(pd_.get(), dm.get(), 0, 0,
+                         IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE));
+  ASSERT_TRUE(mr) << describe_errno(errno);
+  EXPECT_EQ(0u, mr->length);
+  EXPECT_EQ(EBUSY, ibv_free_dm(dm.get()));
+  mr.reset();
+  EXPECT_EQ(0, ibv_free_dm(dm.release()));
+}
+
 // A DM MR is addressed from 0, as a local SGE and as an RDMA target.
 TEST_F(DeviceMemory, ZeroBasedMrIsALocalSgeAndAnRdmaTarget) {
   DmPtr dm = alloc(4096);

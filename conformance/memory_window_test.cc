@@ -296,6 +296,58 @@ TEST(MemoryWindow, DeallocatingABoundWindowEndsThePeersAccess) {
   });
 }
 
+// A window grants no local access, so IBV_ACCESS_LOCAL_WRITE among a
+// bind's flags grants nothing: mlx5 and rxe bind (programs written for them
+// pass the MR's own flags), by each of the three ways to bind, and the peer
+// reaches the window with the remote rights it names.
+TEST(MemoryWindow, LocalWriteInABindIsIgnored) {
+  if (!device_has_windows(1)) GTEST_SKIP() << "the device has no memory windows";
+  constexpr int kAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+  enum class Way { kBindMwVerb, kPostedWr, kBuilder };
+  for (Way way : {Way::kBindMwVerb, Way::kPostedWr, Way::kBuilder}) {
+    const char* what = way == Way::kBindMwVerb ? "type 1 by ibv_bind_mw"
+                       : way == Way::kPostedWr ? "type 2 by IBV_WR_BIND_MW"
+                                               : "type 2 by ibv_wr_bind_mw";
+    SCOPED_TRACE(what);
+    if (way != Way::kBindMwVerb && !device_has_windows(2)) continue;
+    PairOptions options = window_options();
+    options.local.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND;
+    with_connected_pair(options, [&](Endpoint& local, RemoteEndpoint& remote,
+                                     const EndpointInfo&) {
+      MwPtr mw(ibv_alloc_mw(local.pd(), way == Way::kBindMwVerb ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2));
+      ASSERT_TRUE(mw) << strerror(errno);
+      const ibv_mw_bind_info info = window_on(local, kWindowOffset, kWindowLength, kAccess);
+      uint32_t key = ibv_inc_rkey(mw->rkey);
+      ibv_wc wc{};
+      if (way == Way::kBindMwVerb) {
+        wc = bind_type1(local, mw.get(), info);
+        key = mw->rkey;
+      } else if (way == Way::kPostedWr) {
+        wc = bind_type2(local, mw.get(), key, info);
+      } else {
+        ibv_qp_ex* qpx = local.qp_ex();
+        ASSERT_NE(qpx, nullptr);
+        ibv_wr_start(qpx);
+        qpx->wr_id = 70;
+        qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_bind_mw(qpx, mw.get(), key, &info);
+        ASSERT_EQ(0, ibv_wr_complete(qpx));
+        std::vector<ibv_wc> polled;
+        ASSERT_EQ(0, local.poll(Queue::kSend, 1, polled));
+        wc = polled[0];
+      }
+      expect_completion(wc, way == Way::kBindMwVerb ? 60 : 70, IBV_WC_SUCCESS, what);
+      const uint64_t start = local.buffer().mr_address() + kWindowOffset;
+      ASSERT_EQ(0, remote.fill(0, 4096, 47)) << remote.why();
+      expect_status(IBV_WC_SUCCESS, peer_rdma(remote, IBV_WR_RDMA_WRITE, key, start, 4096),
+                    "the peer's WRITE through the window");
+      EXPECT_FALSE(local.check(kWindowOffset, 4096, 47)) << "the WRITE did not land";
+      expect_status(IBV_WC_REM_ACCESS_ERR, peer_rdma(remote, IBV_WR_RDMA_READ, key, start, 64),
+                    "a READ the window does not grant");
+    });
+  }
+}
+
 // Each rule of a binding (IBTA 10.6.7), broken once: the bind completes
 // with IBV_WC_MW_BIND_ERR and the QP goes to the error state.
 TEST(MemoryWindow, BindsThatBreakARuleCompleteWithMwBindErr) {

@@ -190,6 +190,38 @@ TEST(UdTransport, ADatagramToAQpnNobodyOwnsVanishesAndItsSendSucceeds) {
   EXPECT_EQ(IBV_WC_SUCCESS, wcs[0].status);
 }
 
+// RoCE has no LIDs: a RoCE port ignores an address handle's DLID (rxe
+// does; mlx5 makes it the UDP source port). UCX sets 0xC000, which on
+// InfiniBand would name a multicast group; on RoCE the GID alone says
+// where a datagram goes.
+TEST(UdTransport, OnRoceTheDlidOfAnAddressHandleMeansNothing) {
+  DatagramEndpoint self;
+  ASSERT_EQ("", self.error());
+  if (!self.on_ethernet()) GTEST_SKIP() << "the port is not RoCE: there a DLID is a LID";
+  const uint16_t dlids[] = {0xc000, 0xfffe, 0xffff, 0x1234, 0};
+  uint64_t wr_id = 1;
+  for (uint16_t dlid : dlids) {
+    SCOPED_TRACE("DLID " + std::to_string(dlid));
+    ASSERT_EQ(0, self.post_recv(100 + wr_id, 0, 4096));
+    DatagramAddress to = self.address();
+    to.lid = dlid;
+    ibv_ah* ah = self.make_ah(to);
+    ASSERT_NE(nullptr, ah) << strerror(errno);
+    fill(self.buffer() + 8192, 64, uint8_t(wr_id));
+    ASSERT_EQ(0, self.send(ah, self.qp()->qp_num, kTestQkey, wr_id, 8192, 64));
+    const std::vector<ibv_wc> wcs = self.poll(2, kWait);
+    ASSERT_EQ(2u, wcs.size()) << "the datagram did not arrive";
+    for (const ibv_wc& wc : wcs) {
+      EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+      if (wc.opcode != IBV_WC_RECV) continue;
+      EXPECT_EQ(100 + wr_id, wc.wr_id);
+      EXPECT_EQ(64 + kGrhBytes, wc.byte_len);
+      EXPECT_TRUE(filled(self.buffer() + kGrhBytes, 64, uint8_t(wr_id)));
+    }
+    ++wr_id;
+  }
+}
+
 TEST(UdTransport, ACreatedAhAnswersTheSenderOfACompletion) {
   // ibv_create_ah_from_wc(3): an AH built from a receive completion (and
   // its GRH area) reaches the QP that sent it.

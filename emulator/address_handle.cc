@@ -19,11 +19,14 @@ namespace {
 
 // IBTA 4.1.1 (multicast LIDs 0xC000-0xFFFE) and GIDs of a group: ff00::/8,
 // or (RoCE) an IPv4 multicast address mapped into IPv6, ::ffff:224.0.0.0/100.
-bool is_multicast(const AddressVector& av) {
+// A RoCE port has no LIDs: its DLID means nothing (rxe ignores it, mlx5
+// takes it for the UDP source port, UCX sets 0xC000), so only the GID says.
+bool is_multicast(const AddressVector& av, LinkLayer link_layer) {
   constexpr uint16_t kFirstMulticastLid = 0xc000;
   constexpr uint16_t kPermissiveLid = 0xffff;
-  if (av.dlid >= kFirstMulticastLid && av.dlid != kPermissiveLid) return true;
-  return av.is_global && is_multicast_gid(av.dgid);
+  if (av.is_global && is_multicast_gid(av.dgid)) return true;
+  return link_layer == LinkLayer::kInfiniBand && av.dlid >= kFirstMulticastLid &&
+         av.dlid != kPermissiveLid;
 }
 
 }  // namespace
@@ -41,13 +44,14 @@ std::unique_ptr<Ah> Hca::create_ah(Pd& pd, const AddressVector& av, Errno& err) 
   }
   ObjectQuota::Slot slot = take_slot(ObjectKind::kAh, err);
   if (!slot) return nullptr;
-  const bool multicast = is_multicast(av);
+  const LinkLayer link_layer = impl_->description.link_layer;
+  const bool multicast = is_multicast(av, link_layer);
   uint32_t device = Ah::kNoDevice;
   if (multicast) {
     device = impl_->description.index;  // groups are joined on this device
   } else {
     const DeviceDescription* owner = av.is_global ? find_device_by_gid(av.dgid) : nullptr;
-    if (!owner) owner = find_device_by_lid(av.dlid);
+    if (!owner && link_layer == LinkLayer::kInfiniBand) owner = find_device_by_lid(av.dlid);
     if (owner) device = owner->index;
     else if (av.is_global) device = WireAddress::kOffHost;  // another host's GID
   }

@@ -89,6 +89,24 @@ Errno Cq::resize(uint32_t cqe) {
   return 0;
 }
 
+void Cq::discard_completions_of(uint32_t qp_num) {
+  Impl& cq = *impl_;
+  std::lock_guard lock(cq.mutex);
+  const uint64_t h = cq.head.load(std::memory_order_relaxed);
+  const uint64_t t = cq.tail.load(std::memory_order_relaxed);
+  const size_t size = cq.ring.size();
+  // Kept completions slide towards the tail, so head only moves forward
+  // and a poller that read `ready()` without the lock sees at most fewer.
+  uint64_t kept_from = t;
+  for (uint64_t n = t; n != h; --n) {
+    const Completion& c = cq.ring[(n - 1) % size];
+    if (c.qp_num == qp_num) continue;
+    --kept_from;
+    if (kept_from != n - 1) cq.ring[kept_from % size] = c;
+  }
+  cq.head.store(kept_from, std::memory_order_release);
+}
+
 void Cq::set_moderation(uint16_t count, uint16_t period_us) {
   std::lock_guard lock(impl_->mutex);
   impl_->moderation_count = count;

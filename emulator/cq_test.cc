@@ -79,6 +79,39 @@ TEST_F(CqTest, ResizeKeepsPendingCompletionsInOrder) {
   }
 }
 
+// A QP taken to RESET leaves none of its completions behind on a CQ it
+// shares with another QP, whose completions stay, in order (as mlx4 and
+// mlx5 clean their CQs at RESET).
+TEST_F(CqTest, ResetRemovesTheQpsCompletionsAndKeepsTheOthers) {
+  Endpoint a = make_endpoint(64), b = make_endpoint(64);
+  connect(a, b, 1, 2);
+  Endpoint shared = make_endpoint(64), peer = make_endpoint(64);
+  Hca::QpInit init;
+  init.send_cq = a.send_cq.get();
+  init.recv_cq = a.recv_cq.get();
+  init.cap = {16, 16, 4, 4, 64};
+  Errno err = 0;
+  shared.qp = hca_->create_qp(*shared.pd, init, err);  // on a's CQs
+  ASSERT_TRUE(shared.qp) << err;
+  connect(shared, peer, 3, 4);
+  for (uint64_t i = 0; i < 6; ++i) {
+    Endpoint& from = i % 2 ? shared : a;
+    ASSERT_EQ(from.qp->post_send(write_request(from, i % 2 ? peer : b, i)), 0);
+    run_until_idle();
+  }
+  QpAttributes attr;
+  attr.state = QpState::kReset;
+  ASSERT_EQ(a.qp->modify(attr, kQpAttrState), 0);
+  for (uint64_t i : {1u, 3u, 5u}) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, i);
+    EXPECT_EQ(c.qp_num, shared.qp->qpn());
+  }
+  Completion none;
+  EXPECT_FALSE(poll_one(*a.send_cq, none));
+}
+
 TEST_F(CqTest, BatchWithARefusedWrPostsNothing) {
   Endpoint a = make_endpoint(64), b = make_endpoint(64);
   connect(a, b, 1, 2);

@@ -219,6 +219,10 @@ class Cq {
   // Event moderation (count completions or period_us, whichever first).
   // Stored only: completion events are not held back (see cq_impl.h).
   void set_moderation(uint16_t count, uint16_t period_us);
+  // Removes the completions of QP `qp_num` not yet polled, keeping the
+  // others in order: a QP taken to RESET leaves none behind (mlx4/mlx5
+  // clean their CQs so; a restarted QP's first poll is its new work).
+  void discard_completions_of(uint32_t qp_num);
   // Objects (QPs) still using this CQ.
   std::atomic<uint32_t> users{0};
 

@@ -140,8 +140,9 @@ std::unique_ptr<Mr> Hca::register_null_mr(Pd& pd, Errno& err) {
 
 std::unique_ptr<Mr> Hca::register_device_memory_mr(Pd& pd, DeviceMemory& dm, uint64_t offset,
                                                    uint64_t length, uint32_t access, Errno& err) {
-  if (!valid_access(access) || length == 0 || offset > dm.length() ||
-      length > dm.length() - offset) {
+  // Length 0 is a valid device-memory MR (mlx5 registers it): it covers no
+  // byte, so only zero-length accesses pass its bounds.
+  if (!valid_access(access) || offset > dm.length() || length > dm.length() - offset) {
     err = EINVAL;
     return nullptr;
   }

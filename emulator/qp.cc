@@ -333,6 +333,8 @@ void QpImpl::enter_send_queue_error() {
 }
 
 void QpImpl::reset() {
+  if (send_cq) send_cq->discard_completions_of(qpn);
+  if (recv_cq && recv_cq != send_cq) recv_cq->discard_completions_of(qpn);
   sq.head = sq.next = sq.tail = 0;
   rq.head = rq.tail = 0;
   requester.reset();

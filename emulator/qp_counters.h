@@ -36,6 +36,7 @@ namespace softverbs {
   X(datagrams_dropped_no_receive, "UD datagrams dropped: no receive WQE posted")  \
   X(datagrams_dropped_too_long, "UD datagrams dropped: longer than the receive WQE")\
   X(datagrams_unroutable, "UD datagrams sent to an address no soft device owns")   \
+  X(datagrams_to_empty_groups, "UD datagrams sent to a multicast group no QP has joined on this host") \
   X(datagrams_above_mtu, "UD messages longer than the MTU, not sent (IBTA C10-93.1.1)")
 
 struct QpCounters {

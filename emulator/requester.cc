@@ -469,13 +469,17 @@ Requester::Step Requester::send_datagram() {
     // IP address, which the network hands to each of them. Not from a
     // loopback address: that reaches no other host, and this host's
     // members have theirs already.
-    if (w.ud.av.is_global && packet::is_ip_multicast(w.ud.av.dgid) &&
-        qp_.hca->description().link_layer == LinkLayer::kEthernet &&
-        !packet::is_ip_loopback(h.grh.sgid))
+    const bool off_host = w.ud.av.is_global && packet::is_ip_multicast(w.ud.av.dgid) &&
+                          qp_.hca->description().link_layer == LinkLayer::kEthernet &&
+                          !packet::is_ip_loopback(h.grh.sgid);
+    if (off_host) {
       if (WcStatus st = transmit_datagram(w, h, WireAddress{WireAddress::kOffHost,
                                                             Engine::kMulticastQpn});
           st != WcStatus::kSuccess)
         return local_error(w, st);
+    } else if (multicast_routes_.empty()) {
+      ++qp_.counters.datagrams_to_empty_groups;  // the fabric has nobody to give it to
+    }
   } else if (w.ud.device_index == Ah::kNoDevice) {
     ++qp_.counters.datagrams_unroutable;  // lost on the fabric
   } else if (WcStatus st = transmit_datagram(w, h, WireAddress{w.ud.device_index, w.ud.qpn});

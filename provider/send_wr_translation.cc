@@ -44,6 +44,10 @@ namespace {
 // addressed, not a right.
 constexpr unsigned int kWindowRights =
     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+// A window grants no local access, so LOCAL_WRITE in a bind means nothing;
+// programs written for mlx5 and rxe pass it (with the MR's own flags), and
+// both bind, so it is accepted and ignored.
+constexpr unsigned int kIgnoredInBind = IBV_ACCESS_LOCAL_WRITE;
 
 Errno translate_datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRequest& out) {
   ibv_ah* ah = wr.wr.ud.ah;
@@ -61,7 +65,8 @@ Errno translate_window_binding(const ibv_send_wr& wr, const ibv_qp& qp, bool by_
   const ibv_mw* mw = wr.bind_mw.mw;
   const ibv_mw_bind_info& info = wr.bind_mw.bind_info;
   if (!mw || mw->context != qp.context) return EINVAL;
-  if (info.mw_access_flags & ~(kWindowRights | IBV_ACCESS_ZERO_BASED)) return EINVAL;
+  if (info.mw_access_flags & ~(kWindowRights | IBV_ACCESS_ZERO_BASED | kIgnoredInBind))
+    return EINVAL;
   if (info.mr && info.mr->context != qp.context) return EINVAL;
   out.rkey = wr.bind_mw.rkey;
   out.bind.mw = soft_of<SoftMw>(const_cast<ibv_mw*>(mw))->mw.get();

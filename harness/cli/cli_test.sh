@@ -63,6 +63,15 @@ run_cli "$cli" run --help
 expect 0 "$out" '^usage: softverbs run ' "run --help"
 run_cli "$cli" help devices
 expect 0 "$out" '^usage: softverbs devices' "help devices"
+# Every command answers --help with its usage and status 0.
+for command in run devices listeners stats fault port rnr reset topo capture; do
+  for help in --help -h; do
+    run_cli "$cli" $command $help
+    expect 0 "$out" '^usage: softverbs ' "$command $help"
+  done
+done
+run_cli "$cli" --version
+expect 0 "$out" '^softverbs [0-9]+\.[0-9]+\.[0-9]+$' "--version"
 run_cli "$cli" help nonsense
 expect 2 "$err" "no command named 'nonsense'" "help of an unknown command"
 
