@@ -119,6 +119,30 @@ TEST_F(MemoryRegistration, MemoryTheProcessCannotGiveIsEfault) {
   }
 }
 
+// ib_umem_get pins the pages an MR's bytes lie in and refuses to pin none:
+// an MR of length 0 is EINVAL at a page boundary (NULL included) and
+// registers at an address inside a page (as on rxe; mlx5 pins the same
+// way). It covers no byte: a transfer of 0 bytes through it succeeds.
+TEST_F(MemoryRegistration, LengthZeroRegistersOnlyInsideAPage) {
+  Pages pages(1);
+  ASSERT_TRUE(pages.base);
+  for (void* at : {static_cast<void*>(pages.base), static_cast<void*>(nullptr)}) {
+    errno = 0;
+    EXPECT_EQ(nullptr, ibv_reg_mr(pd_.get(), at, 0, IBV_ACCESS_LOCAL_WRITE)) << at;
+    EXPECT_EQ(EINVAL, errno) << at;
+  }
+  uint8_t* inside = pages.base + 128;
+  MrPtr remote(ibv_reg_mr(pd_.get(), inside, 0, kAllAccess));
+  ASSERT_TRUE(remote) << describe_errno(errno);
+  EXPECT_EQ(0u, remote->length);
+  MrPtr local(ibv_reg_mr(pd_.get(), inside, 0, IBV_ACCESS_LOCAL_WRITE));
+  ASSERT_TRUE(local) << describe_errno(errno);
+  const auto at = reinterpret_cast<uintptr_t>(inside);
+  EXPECT_EQ(IBV_WC_SUCCESS,
+            send_and_receive({{at, 0, local->lkey}}, {{at, 0, remote->lkey}}));
+  EXPECT_EQ(IBV_WC_SUCCESS, post(IBV_WR_RDMA_WRITE, {{at, 0, local->lkey}}, at, remote->rkey));
+}
+
 // ibv_reg_mr_iova(3): the MR's bytes are at iova + offset for local SGEs
 // and remote addresses alike.
 TEST_F(MemoryRegistration, IovaTranslatesLocalAndRemoteAddresses) {

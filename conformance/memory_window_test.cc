@@ -296,13 +296,14 @@ TEST(MemoryWindow, DeallocatingABoundWindowEndsThePeersAccess) {
   });
 }
 
-// A window grants no local access, so IBV_ACCESS_LOCAL_WRITE among a
-// bind's flags grants nothing: mlx5 and rxe bind (programs written for them
-// pass the MR's own flags), by each of the three ways to bind, and the peer
-// reaches the window with the remote rights it names.
-TEST(MemoryWindow, LocalWriteInABindIsIgnored) {
+// A window grants no local access, so IBV_ACCESS_LOCAL_WRITE (or
+// IBV_ACCESS_MW_BIND) among a bind's flags grants nothing: mlx5 and rxe bind
+// (programs written for them pass the MR's own flags), by each of the three
+// ways to bind, and the peer reaches the window with the remote rights it
+// names. A type 1 window is never zero-based (EINVAL, as on both).
+TEST(MemoryWindow, LocalRightsInABindAreIgnored) {
   if (!device_has_windows(1)) GTEST_SKIP() << "the device has no memory windows";
-  constexpr int kAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+  constexpr int kAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
   enum class Way { kBindMwVerb, kPostedWr, kBuilder };
   for (Way way : {Way::kBindMwVerb, Way::kPostedWr, Way::kBuilder}) {
     const char* what = way == Way::kBindMwVerb ? "type 1 by ibv_bind_mw"
@@ -320,6 +321,11 @@ TEST(MemoryWindow, LocalWriteInABindIsIgnored) {
       uint32_t key = ibv_inc_rkey(mw->rkey);
       ibv_wc wc{};
       if (way == Way::kBindMwVerb) {
+        // A type 1 window is never zero-based: refused before anything is posted.
+        ibv_mw_bind zero_based{};
+        zero_based.bind_info = window_on(local, kWindowOffset, kWindowLength,
+                                         kAccess | IBV_ACCESS_ZERO_BASED);
+        EXPECT_EQ(EINVAL, ibv_bind_mw(local.qp(), mw.get(), &zero_based));
         wc = bind_type1(local, mw.get(), info);
         key = mw->rkey;
       } else if (way == Way::kPostedWr) {

@@ -156,12 +156,13 @@ void forget_engine_in_child() {
   g_engine_to_hold.store(nullptr, std::memory_order_relaxed);
 }
 
+// At exit the process engine is left, not destroyed: the program's other
+// threads may still be inside it (Engine::leave_at_exit).
 struct ProcessEngineOwner {
   ~ProcessEngineOwner() {
     std::lock_guard lock(g_process_mutex);
     g_engine_to_hold.store(nullptr, std::memory_order_release);
-    delete g_process_engine;
-    g_process_engine = nullptr;
+    if (g_process_engine) g_process_engine->leave_at_exit();
   }
 };
 ProcessEngineOwner g_owner;
@@ -223,20 +224,31 @@ Engine::Engine(Config config)
     progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
 }
 
-Engine::~Engine() {
+void Engine::stop_own_threads() {
   // Initiators stop executing here (a process that is killed cannot say
   // so: theirs then fail at the kernel and go as packets).
   target_table_->set_accepting(false);
   // Users with threads of their own on this engine stop them first.
   for (auto it = teardown_hooks_.rbegin(); it != teardown_hooks_.rend(); ++it) (*it)();
+  teardown_hooks_.clear();
   control_server_.reset();
   stopping_.store(true);
   if (progress_thread_.joinable()) {
     wire_->wake();
     progress_thread_.join();
   }
+}
+
+Engine::~Engine() {
+  stop_own_threads();
   wire_.reset();
   qpns_.reset();
+}
+
+void Engine::leave_at_exit() {
+  stop_own_threads();
+  for (const std::function<void()>& hook : exit_hooks_) hook();
+  exit_hooks_.clear();
 }
 
 namespace {
@@ -361,6 +373,10 @@ Engine* Engine::process(Errno& err) {
   config.capture = capture;
   config.local_delivery = true;
   g_process_engine = new Engine(std::move(config));
+  // What the kernel's release of a dead process's locks does not do: free
+  // the slot's names now, and let the last process remove the segments.
+  g_process_engine->add_exit_hook([registry] { registry->leave(); });
+  if (capture) g_process_engine->add_exit_hook([capture] { capture->stop(); });
   if (routed) {
     g_process_engine->reaches_other_hosts_ = true;
     routed->set_intake([engine = g_process_engine] { engine->progress(); });

@@ -215,6 +215,18 @@ class Engine {
   // engine: at exit), last added first: for a user of the engine that runs
   // a thread of its own on it. Not thread-safe: call at set-up.
   void add_teardown_hook(std::function<void()> hook) { teardown_hooks_.push_back(std::move(hook)); }
+  // Runs `hook` when the process leaves at exit (leave_at_exit), after the
+  // engine's own threads stopped: for what other processes must see of
+  // this one's end. Not thread-safe: call at set-up.
+  void add_exit_hook(std::function<void()> hook) { exit_hooks_.push_back(std::move(hook)); }
+
+  // The process engine at exit (exit(3), a return from main), in place of
+  // its destruction. Other threads of the program may still be in verbs
+  // calls (a worker polling its CQ, a thread waiting for an event): with a
+  // kernel provider the objects stay until the process is gone, so nothing
+  // is freed here. The engine's own threads stop (teardown hooks first),
+  // initiators stop executing on this process, and the exit hooks run.
+  void leave_at_exit();
 
   // Whether the process holding QPN `qpn` of a device still runs.
   bool qpn_holder_alive(uint32_t device_index, uint32_t qpn) {
@@ -347,6 +359,9 @@ class Engine {
   std::unique_ptr<MulticastDirectory> multicast_;
   std::unique_ptr<CmPortDirectory> cm_ports_;
   std::vector<std::function<void()>> teardown_hooks_;
+  std::vector<std::function<void()>> exit_hooks_;
+  // The first steps of both ends: teardown hooks, control and progress threads.
+  void stop_own_threads();
   std::vector<TimerQueue::Key> due_timers_;  // scratch of run_due_timers
   std::array<uint8_t, packet::kMaxFrameBytes> intake_frame_{};  // the frame being served
   TimerQueue timers_;

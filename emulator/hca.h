@@ -84,7 +84,8 @@ class Hca {
   // max_mr, max_cq, max_qp, max_ah, max_srq, max_mw; object_quota.h).
   std::unique_ptr<Pd> alloc_pd(Errno& err);
   // Registers memory (mr.h): EINVAL on a bad access combination (remote
-  // write/atomic without local write) or a zero length; EFAULT when part of
+  // write/atomic without local write) or a zero length at a page boundary
+  // (the kernel would pin no page); EFAULT when part of
   // the range is not mapped, or not writable while a write access is asked
   // for (unless on demand); ENOMEM past max_mr.
   std::unique_ptr<Mr> register_mr(Pd& pd, const MrInit& init, Errno& err);
@@ -95,7 +96,8 @@ class Hca {
   // give zeros and whose writes are dropped; no rkey.
   std::unique_ptr<Mr> register_null_mr(Pd& pd, Errno& err);
   // An MR over [offset, offset+length) of device memory, zero-based.
-  // EINVAL outside the DM, for a zero length or a bad access combination.
+  // EINVAL outside the DM or for a bad access combination; a zero length
+  // is an MR that covers no byte.
   std::unique_ptr<Mr> register_device_memory_mr(Pd& pd, DeviceMemory& dm, uint64_t offset,
                                                 uint64_t length, uint32_t access, Errno& err);
   // Re-registration (mr.h: MrChange), all of it or nothing: EINVAL for an

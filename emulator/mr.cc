@@ -31,18 +31,27 @@ bool valid_access(uint32_t access) {
   return true;
 }
 
+uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
+
 bool valid_range(uint64_t addr, uint64_t length) {
   return length != 0 && addr + length - 1 >= addr;
+}
+
+// The kernel pins the pages an MR's bytes lie in, and an MR that would pin
+// none is EINVAL: length 0 registers (on rxe and mlx5 alike) only at an
+// address inside a page, whose one page is then pinned.
+bool valid_memory_range(uint64_t addr, uint64_t length) {
+  if (length == 0) return (addr & (page_size() - 1)) != 0;
+  return valid_range(addr, length);
 }
 
 // What the kernel's pinning of the pages checks (EFAULT): mapped, and
 // writable when the HCA may write. On-demand MRs pin nothing.
 Errno check_pinnable(const MrInit& init) {
   if (init.on_demand) return 0;
-  return range_is_mapped(init.addr, init.length, (init.access & kWriteAccess) != 0) ? 0 : EFAULT;
+  const uint64_t pinned = init.length == 0 ? 1 : init.length;  // the page holding addr
+  return range_is_mapped(init.addr, pinned, (init.access & kWriteAccess) != 0) ? 0 : EFAULT;
 }
-
-uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
 // The MR as initiators executing on this process see it (target_table.h).
 void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
@@ -101,8 +110,8 @@ static std::unique_ptr<Mr> enter_mr(Hca::Impl& hca, MakeMr make, Pd& pd, const v
 }
 
 std::unique_ptr<Mr> Hca::register_mr(Pd& pd, const MrInit& init, Errno& err) {
-  if (!valid_access(init.access) || !valid_range(init.addr, init.length) ||
-      !valid_range(init.iova, init.length)) {
+  if (!valid_access(init.access) || !valid_memory_range(init.addr, init.length) ||
+      (init.length != 0 && !valid_range(init.iova, init.length))) {
     err = EINVAL;
     return nullptr;
   }

@@ -44,10 +44,12 @@ namespace {
 // addressed, not a right.
 constexpr unsigned int kWindowRights =
     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-// A window grants no local access, so LOCAL_WRITE in a bind means nothing;
-// programs written for mlx5 and rxe pass it (with the MR's own flags), and
-// both bind, so it is accepted and ignored.
-constexpr unsigned int kIgnoredInBind = IBV_ACCESS_LOCAL_WRITE;
+// A window grants no local access and is no MR: LOCAL_WRITE, MW_BIND and
+// RELAXED_ORDERING in a bind mean nothing. Programs written for mlx5 and
+// rxe pass them (the MR's own flags), and both bind, so they are accepted
+// and ignored; any other bit is refused.
+constexpr unsigned int kIgnoredInBind =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
 
 Errno translate_datagram_address(const ibv_qp& qp, const ibv_send_wr& wr, SendRequest& out) {
   ibv_ah* ah = wr.wr.ud.ah;
@@ -67,6 +69,9 @@ Errno translate_window_binding(const ibv_send_wr& wr, const ibv_qp& qp, bool by_
   if (!mw || mw->context != qp.context) return EINVAL;
   if (info.mw_access_flags & ~(kWindowRights | IBV_ACCESS_ZERO_BASED | kIgnoredInBind))
     return EINVAL;
+  // ibv_bind_mw(3) binds type 1 windows, which are never zero-based (mlx5
+  // and rxe refuse it there with EINVAL).
+  if (by_verb && (info.mw_access_flags & IBV_ACCESS_ZERO_BASED)) return EINVAL;
   if (info.mr && info.mr->context != qp.context) return EINVAL;
   out.rkey = wr.bind_mw.rkey;
   out.bind.mw = soft_of<SoftMw>(const_cast<ibv_mw*>(mw))->mw.get();

@@ -11,6 +11,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <thread>
 
 #include "conformance/cm/cm_sides.h"
 #include "conformance/cm/cm_test_config.h"
@@ -141,6 +143,35 @@ TEST(CmMulticast, DatagramReachesAMemberInAnotherProcessUntilItLeaves) {
     ASSERT_TRUE(member.link().signal(kDone));
     EXPECT_TRUE(member.join());
   });
+}
+
+// A sender that returns from main while a thread of its waits in
+// rdma_get_cm_event on the id's channel: with the kernel the channel stays
+// valid until the process is gone and the thread simply never returns, so
+// the process ends with the status it chose, every time.
+TEST(CmMulticast, ASenderExitsWhileAThreadWaitsForEvents) {
+  constexpr int kRuns = 10;
+  for (int run = 0; run < kRuns; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    run_in_fresh_process([] {
+      const sockaddr_in group = group_address(getpid());
+      auto* side = new ActiveSide;  // left for the exit, as the program leaves it
+      CmEvent joined;
+      ASSERT_NO_FATAL_FAILURE(join_group(*side, group, 0, nullptr, joined));
+      ibv_ah_attr ah_attr = joined.ud.ah_attr;
+      ibv_ah* ah = ibv_create_ah(side->id->pd, &ah_attr);
+      ASSERT_TRUE(ah) << "ibv_create_ah from MULTICAST_JOIN: " << strerror(errno);
+      rdma_event_channel* channel = side->channel.get();
+      std::thread([channel] {
+        rdma_cm_event* event = nullptr;
+        while (rdma_get_cm_event(channel, &event) == 0) rdma_ack_cm_event(event);
+      }).detach();
+      for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(send_to_group(*side, ah, joined));
+      sockaddr_in joined_group = group;
+      ASSERT_EQ(0, rdma_leave_multicast(side->id.get(), reinterpret_cast<sockaddr*>(&joined_group)))
+          << strerror(errno);
+    });
+  }
 }
 
 }  // namespace

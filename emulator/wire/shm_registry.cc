@@ -240,12 +240,16 @@ Errno ShmRegistry::claim_slot() {
 
 void ShmRegistry::detach() {
   if (layout_ == nullptr) return;
-  if (getpid() != attached_pid_) {
-    // A forked copy: the slot and the lock belong to the parent.
-    layout_ = nullptr;
-    segment_ = ShmSegment();
-    return;
-  }
+  leave();
+  layout_ = nullptr;
+  segment_ = ShmSegment();  // unmaps, closes (and so drops the lock)
+}
+
+void ShmRegistry::leave() {
+  if (layout_ == nullptr || left_) return;
+  left_ = true;
+  // A forked copy: the slot and the lock belong to the parent.
+  if (getpid() != attached_pid_) return;
   if (self_.generation != 0) {
     Lock lock(*this);
     if (lock.error() == 0) {
@@ -270,8 +274,6 @@ void ShmRegistry::detach() {
     remove_stray_mailboxes(user_stem_);
     if (segment_name_refers_to(name_, identity_)) unlink_segment(name_);
   }
-  layout_ = nullptr;
-  segment_ = ShmSegment();  // unmaps, closes (and so drops the lock)
 }
 
 void ShmRegistry::reclaim_dead_slots_locked() {

@@ -58,6 +58,12 @@ class ShmRegistry {
   ShmRegistry(const ShmRegistry&) = delete;
   ShmRegistry& operator=(const ShmRegistry&) = delete;
 
+  // What the destructor does for other processes, keeping the mapping: the
+  // slot, its QPNs, groups, CM ports and mailbox name are released, and the
+  // last process attached removes the segments' names. For a process that
+  // exits while its threads may still read the registry; idempotent.
+  void leave();
+
   ProcessRef self() const { return self_; }
 
   // Allocates a QPN of device `device_index` (0..15) unique among all live
@@ -205,6 +211,7 @@ class ShmRegistry {
   // A child forked from an attached process inherits this object and the
   // locked descriptor; only the process that attached may detach.
   pid_t attached_pid_ = 0;
+  bool left_ = false;  // leave() ran
   // The registry lock's part within this process (shm_registry_access.h),
   // and how long a caller waits for the lock before ETIMEDOUT.
   mutable std::mutex local_lock_;
