@@ -212,10 +212,13 @@ unsigned int access_to_ibv(uint32_t access) {
 }
 
 Errno mr_access_from_ibv(unsigned int ibv_access, uint32_t& out) {
-  // Optional bits are hints a device may ignore (IBV_ACCESS_OPTIONAL_RANGE).
-  const unsigned int access = ibv_access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE);
+  // Optional bits are hints a device may ignore (IBV_ACCESS_OPTIONAL_RANGE),
+  // and so is HUGETLB, a promise about the pages that the kernel (rxe,
+  // mlx5) takes and no longer uses.
+  const unsigned int access = ibv_access & ~static_cast<unsigned int>(IBV_ACCESS_OPTIONAL_RANGE) &
+                              ~static_cast<unsigned int>(IBV_ACCESS_HUGETLB);
   // No soft MR is persistent memory: a flush to persistence has no target.
-  constexpr unsigned int kUnsupported = IBV_ACCESS_HUGETLB | kIbvAccessFlushPersistent;
+  constexpr unsigned int kUnsupported = kIbvAccessFlushPersistent;
   // How the MR is addressed and paged, not rights: the caller reads them.
   constexpr unsigned int kLayout = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND;
   constexpr unsigned int kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
