@@ -9,11 +9,17 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include "conformance/datagram_endpoint.h"
+#include "harness/testsupport/soft_control.h"
 
 namespace softverbs::conformance {
 namespace {
+
+using testsupport::qp_counter;
+using testsupport::soft_control;
+using testsupport::soft_control_available;
 
 constexpr auto kWait = std::chrono::milliseconds(5000);
 constexpr auto kQuiet = std::chrono::milliseconds(300);
@@ -139,6 +145,14 @@ TEST(Multicast, ADetachedQpGetsNothingMore) {
   EXPECT_EQ(EINVAL, ibv_detach_mcast(member.qp(), &group, kGroupLid));
   ASSERT_EQ(0, sender.send(ah, kMulticastQpn, kTestQkey, 2, 0, 8));
   EXPECT_TRUE(member.poll(1, kQuiet).empty());
+  // Where the datagram went on InfiniBand: nowhere, and counted. (A RoCE
+  // group is an IP group: the datagram also goes to the network, where
+  // other hosts may have members.)
+  if (soft_control_available() && !sender.on_ethernet()) {
+    std::string stats;
+    ASSERT_EQ(0, soft_control("stats", stats));
+    EXPECT_EQ(1u, qp_counter(stats, sender.qp()->qp_num, "datagrams_to_empty_groups")) << stats;
+  }
 }
 
 TEST(Multicast, OnlyUdQpsJoinAndOnlyGroups) {

@@ -57,11 +57,16 @@ struct Hca::Impl {
   // MR lookup for local (lkey) and remote (rkey) accesses, with mr_mutex
   // held. nullptr if none.
   // A new key: a 24-bit index and an 8-bit key byte that changes as
-  // indices are reused, so a stale key misses. With mr_mutex held.
+  // indices are reused, so a stale key misses. The index is one no live MR
+  // or window holds: after 2^24 keys the counter wraps, and a long-lived
+  // MR's must not be handed out again (the object quotas keep the live
+  // ones far fewer than 2^24). With mr_mutex held.
   uint32_t next_key_locked() {
-    uint32_t index = next_key_index++ & 0xffffff;
-    if (index == 0) index = next_key_index++ & 0xffffff;
-    return (index << 8) | ((index * 37u + 0x5a) & 0xff);
+    for (;;) {
+      const uint32_t index = next_key_index++ & 0xffffff;
+      const uint32_t key = (index << 8) | ((index * 37u + 0x5a) & 0xff);
+      if (index != 0 && !mrs_by_key.contains(key) && !mws_by_index.contains(index)) return key;
+    }
   }
   Mr* find_mr_locked(uint32_t key) const {
     auto it = mrs_by_key.find(key);

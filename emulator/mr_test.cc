@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "emulator/hca_impl.h"
 #include "emulator/transport_test_fixture.h"
 
 namespace softverbs {
@@ -57,6 +58,30 @@ TEST_F(MemoryRegion, RegistrationOfMemoryNotThereIsEfault) {
   }
   // On demand, nothing need be there yet.
   EXPECT_TRUE(hca_->register_mr(*pd, MrInit{where, page_size(), where, kAllAccess, true}, err));
+}
+
+// Keys have 24-bit indices: once the counter wraps, the index of an MR
+// still registered is not handed out again.
+TEST_F(MemoryRegion, KeysSkipIndicesStillHeldAfterTheCounterWraps) {
+  Errno err = 0;
+  auto pd = hca_->alloc_pd(err);
+  std::vector<uint8_t> bytes(64);
+  const auto addr = reinterpret_cast<uint64_t>(bytes.data());
+  auto held = hca_->register_mr(*pd, addr, bytes.size(), kAccessLocalWrite, err);
+  ASSERT_TRUE(held) << err;
+  auto window = hca_->alloc_mw(*pd, MwType::kType2, err);
+  ASSERT_TRUE(window) << err;
+  {
+    std::unique_lock lock(hca_->impl().mr_mutex);
+    hca_->impl().next_key_index = (held->lkey() >> 8) + (1u << 24);  // wrapped onto it
+  }
+  auto next = hca_->register_mr(*pd, addr, bytes.size(), kAccessLocalWrite, err);
+  ASSERT_TRUE(next) << err;
+  EXPECT_NE(next->lkey() >> 8, held->lkey() >> 8);
+  EXPECT_NE(next->lkey() >> 8, window->index());
+  std::unique_lock lock(hca_->impl().mr_mutex);
+  EXPECT_EQ(hca_->impl().find_mr_locked(held->lkey()), held.get());
+  EXPECT_EQ(hca_->impl().find_mr_locked(next->lkey()), next.get());
 }
 
 // Remote and local addresses are the MR's own: host = addr + (va - iova).
