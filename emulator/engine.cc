@@ -380,7 +380,10 @@ Engine* Engine::process(Errno& err) {
   if (routed) {
     g_process_engine->reaches_other_hosts_ = true;
     routed->set_intake([engine = g_process_engine] { engine->progress(); });
-    g_process_engine->add_teardown_hook([routed] { routed->set_intake({}); });
+    g_process_engine->add_teardown_hook([routed] {
+      routed->set_intake({});
+      routed->stop_receiving();
+    });
   }
   g_process_engine->start_control_server();
   g_engine_to_hold.store(g_process_engine, std::memory_order_release);

@@ -28,16 +28,20 @@ RoutedWire::RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp
 }
 
 RoutedWire::~RoutedWire() {
-  stopping_.store(true);
+  stop_receiving();
+  udp_.reset();
+}
+
+void RoutedWire::stop_receiving() {
+  if (stopping_.exchange(true)) return;
   udp_->interrupt();
   receive_thread_.join();
   // The kernel spreads the host's datagrams over every process's socket on
-  // the port, this one's included until it closes: what it was handed for
-  // the other processes goes on to them, then the sockets close at once, so
-  // that a process going away takes none of their datagrams with it.
+  // the port, this one's included until it leaves: what it was handed for
+  // the other processes goes on to them, then the port is left at once.
   for (size_t i = 0; i < kFinalPulls && pull_udp(UdpWire::kReceiveBatch) > 0; ++i) {
   }
-  udp_.reset();
+  udp_->leave_port();
 }
 
 void RoutedWire::receive_thread_main() {

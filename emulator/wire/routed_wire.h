@@ -86,6 +86,12 @@ class RoutedWire final : public Wire {
   // on memory, is served without waking another thread.
   // Any time; set_intake({}) returns once no intake runs any more.
   void set_intake(std::function<void()> intake);
+  // Stops the receive thread, hands on what the port's sockets hold for
+  // the host's other processes, and leaves the port, so that a process
+  // going away takes none of their datagrams with it. The wire still sends.
+  // Idempotent; the destructor does it too (a process at exit does it
+  // alone: its threads may still send).
+  void stop_receiving();
 
  private:
   // Takes waiting datagrams off the UDP sockets and hands them on.

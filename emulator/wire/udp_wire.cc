@@ -6,6 +6,7 @@
 #include "emulator/wire/udp_wire.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sys/epoll.h>
@@ -394,6 +395,19 @@ void UdpWire::wait_readable() {
 void UdpWire::interrupt() {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t n = write(interrupt_fd_, &one, sizeof one);
+}
+
+void UdpWire::leave_port() {
+  for (int fd : {ipv4_fd_, ipv6_fd_}) {
+    if (fd < 0) continue;
+    sockaddr_storage bound{};
+    socklen_t length = sizeof bound;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) continue;
+    const int unbound = socket(bound.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (unbound < 0) continue;  // keeps the port until the process ends
+    dup3(unbound, fd, O_CLOEXEC);
+    close(unbound);
+  }
 }
 
 void UdpWire::add_counters(WireCounters& c) const {

@@ -81,6 +81,10 @@ class UdpWire {
   void wait_readable();
   // Makes wait_readable() return, now and ever after.
   void interrupt();
+  // Takes no more of the port's datagrams: each port socket is replaced,
+  // under the same descriptor, by an unbound one, so a thread still
+  // sending through it finds a socket, never a closed or reused number.
+  void leave_port();
 
   uint16_t port() const { return port_; }
   bool has_ipv6() const { return ipv6_fd_ >= 0; }
