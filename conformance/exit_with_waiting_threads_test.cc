@@ -1,12 +1,12 @@
 // A process may end while its threads wait on the fds of verbs objects
-// (ibv_get_cq_event(3), ibv_get_async_event(3), poll(2) on those fds): with
-// a kernel provider the fds stay valid until the process is gone, the
-// waiting threads simply never return, and the process exits with the
-// status it asked for. So must it on any device: nothing a waiting thread
-// can reach may be torn down under it at exit, whichever thread calls
-// exit(3). Each case runs in a child process of its own; a signal, a hang
-// or another exit status fails it.
-#include <poll.h>
+// (ibv_get_cq_event(3), ibv_get_async_event(3), poll(2) on those fds) or
+// still post and poll: with a kernel provider the objects stay valid until
+// the process is gone, the waiting threads simply never return, and the
+// process exits with the status it asked for. So must it on any device:
+// nothing a thread can still reach may be torn down under it at exit,
+// whichever thread calls exit(3). Each case runs conformance_exit_child,
+// a program of its own beside this one; a signal, a hang or another exit
+// status fails it.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,176 +14,45 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
+#include <climits>
+#include <cstring>
 #include <string>
 #include <thread>
 
-#include "harness/testsupport/device.h"
 #include "harness/testsupport/test_config.h"
-#include "harness/testsupport/verbs_handles.h"
-
-// A forked child carries its parent's heap, whose owners (the parent's
-// threads and objects) are not in it: LeakSanitizer, in a sanitizer build,
-// would report all of it when the child exits. The children of this file
-// exit on purpose with their objects in use, so they turn it off.
-namespace {
-bool g_exiting_child = false;
-}  // namespace
-extern "C" int __lsan_is_turned_off() { return g_exiting_child ? 1 : 0; }
 
 namespace softverbs::conformance {
 namespace {
 
-using namespace softverbs::testsupport;
+using softverbs::testsupport::test_config;
 
-constexpr int kExitStatus = 42;
+constexpr int kExitStatus = 42;  // what the child asks exit() for
 constexpr int kRuns = 5;
 constexpr auto kChildDeadline = std::chrono::seconds(20);
 
-enum class Exiter { kMainThread, kOtherThread, kWhileAThreadPostsAndPolls };
-
-// Threads that wait for ever: no event will come.
-void wait_in_cq_event(ibv_comp_channel* channel) {
-  ibv_cq* cq = nullptr;
-  void* context = nullptr;
-  if (ibv_get_cq_event(channel, &cq, &context) == 0) _exit(3);  // nothing was armed to fire
+// The child program: beside this one.
+std::string child_path() {
+  char self[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0) return "";
+  std::string path(self, static_cast<size_t>(length));
+  return path.substr(0, path.rfind('/') + 1) + "conformance_exit_child";
 }
 
-void wait_in_async_event(ibv_context* context) {
-  ibv_async_event event{};
-  if (ibv_get_async_event(context, &event) == 0) _exit(4);
-}
-
-void wait_in_poll(int first, int second) {
-  pollfd fds[2] = {{first, POLLIN, 0}, {second, POLLIN, 0}};
-  if (poll(fds, 2, -1) > 0) _exit(5);
-}
-
-// Two RC QPs of one device connected to each other, in RTS.
-bool connect_loopback_pair(ibv_context* context, ibv_pd* pd, ibv_cq* cq, ibv_qp*& a,
-                           ibv_qp*& b) {
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {16, 16, 1, 1, 0};
-  a = ibv_create_qp(pd, &init);
-  b = ibv_create_qp(pd, &init);
-  PortAddress port;
-  if (!a || !b || query_port_address(context, 1, test_config().gid_index, port)) return false;
-  for (auto [self, peer] : {std::pair{a, b}, std::pair{b, a}}) {
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.port_num = 1;
-    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-    if (ibv_modify_qp(self, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                       IBV_QP_ACCESS_FLAGS))
-      return false;
-    attr = {};
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = IBV_MTU_1024;
-    attr.dest_qp_num = peer->qp_num;
-    attr.max_dest_rd_atomic = 1;
-    attr.min_rnr_timer = 1;
-    attr.ah_attr.dlid = port.lid;
-    attr.ah_attr.port_num = 1;
-    if (port.use_grh) {
-      attr.ah_attr.is_global = 1;
-      attr.ah_attr.grh.dgid = port.gid;
-      attr.ah_attr.grh.sgid_index = port.gid_index;
-      attr.ah_attr.grh.hop_limit = 1;
-    }
-    if (ibv_modify_qp(self, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return false;
-    attr = {};
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.max_rd_atomic = 1;
-    if (ibv_modify_qp(self, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                       IBV_QP_MAX_QP_RD_ATOMIC))
-      return false;
-  }
-  return true;
-}
-
-// SENDs from a to b for ever, each received and both completions polled,
-// as a program's worker thread does while another thread exits.
-void ping_for_ever(ibv_pd* pd, ibv_cq* cq, ibv_qp* a, ibv_qp* b) {
-  static char bytes[2][64];
-  ibv_mr* mr = ibv_reg_mr(pd, bytes, sizeof bytes, IBV_ACCESS_LOCAL_WRITE);
-  if (!mr) _exit(15);
-  for (;;) {
-    ibv_sge in{reinterpret_cast<uintptr_t>(bytes[1]), 64, mr->lkey};
-    ibv_recv_wr recv{};
-    recv.sg_list = &in;
-    recv.num_sge = 1;
-    ibv_recv_wr* bad_recv = nullptr;
-    ibv_sge out{reinterpret_cast<uintptr_t>(bytes[0]), 64, mr->lkey};
-    ibv_send_wr send{};
-    send.sg_list = &out;
-    send.num_sge = 1;
-    send.opcode = IBV_WR_SEND;
-    send.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad_send = nullptr;
-    if (ibv_post_recv(b, &recv, &bad_recv) || ibv_post_send(a, &send, &bad_send)) _exit(16);
-    ibv_wc wc[2];
-    for (int got = 0; got < 2;) {
-      const int n = ibv_poll_cq(cq, 2 - got, wc);
-      if (n < 0) _exit(17);
-      for (int i = 0; i < n; ++i)
-        if (wc[i].status != IBV_WC_SUCCESS) _exit(18);
-      got += n;
-    }
-  }
-}
-
-// The child: a device, an armed CQ on a completion channel, a QP, and a
-// thread waiting in each way; then exit(kExitStatus) from `exiter`.
-[[noreturn]] void child(Exiter exiter) {
-  g_exiting_child = true;
-  Errno err = 0;
-  ContextPtr context = open_test_device(err);
-  if (!context) _exit(10);
-  ibv_comp_channel* channel = ibv_create_comp_channel(context.get());
-  if (!channel) _exit(11);
-  ibv_cq* cq = ibv_create_cq(context.get(), 16, nullptr, channel, 0);
-  if (!cq || ibv_req_notify_cq(cq, 0)) _exit(12);
-  ibv_pd* pd = ibv_alloc_pd(context.get());
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {4, 4, 1, 1, 0};
-  if (!pd || !ibv_create_qp(pd, &init)) _exit(13);
-  if (exiter == Exiter::kWhileAThreadPostsAndPolls) {
-    ibv_qp* a = nullptr;
-    ibv_qp* b = nullptr;
-    ibv_cq* busy_cq = ibv_create_cq(context.get(), 64, nullptr, nullptr, 0);
-    if (!busy_cq || !connect_loopback_pair(context.get(), pd, busy_cq, a, b)) _exit(14);
-    std::thread(ping_for_ever, pd, busy_cq, a, b).detach();
-  }
-  ibv_context* raw = context.release();  // left for the exit, as a program leaves it
-  std::thread(wait_in_cq_event, channel).detach();
-  std::thread(wait_in_async_event, raw).detach();
-  std::thread(wait_in_poll, channel->fd, raw->async_fd).detach();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all of them waiting
-  if (exiter == Exiter::kOtherThread) {
-    std::thread([] { std::exit(kExitStatus); }).detach();
-    wait_in_cq_event(channel);  // the main thread waits too
-    _exit(6);
-  }
-  std::exit(kExitStatus);
-}
-
-// Forks the child and returns how it ended, in words ("" when it exited
-// with kExitStatus).
-std::string run_child(Exiter exiter) {
+// Runs the child on the device under test and returns how it ended, in
+// words ("" when it exited with kExitStatus).
+std::string run_child(const char* which) {
+  const std::string path = child_path();
+  if (access(path.c_str(), X_OK) != 0) return path + " is missing: build conformance_exit_child";
+  const std::string device = "--device=" + test_config().device_name;
+  const std::string gid_index = "--gid-index=" + std::to_string(test_config().gid_index);
   const pid_t pid = fork();
   if (pid < 0) return "fork failed";
-  if (pid == 0) child(exiter);
+  if (pid == 0) {
+    execl(path.c_str(), path.c_str(), device.c_str(), gid_index.c_str(), which,
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
   const auto deadline = std::chrono::steady_clock::now() + kChildDeadline;
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -201,18 +70,17 @@ std::string run_child(Exiter exiter) {
 }
 
 TEST(ExitWithWaitingThreads, ExitFromMainWhileThreadsWaitOnEventFds) {
-  for (int run = 0; run < kRuns; ++run) EXPECT_EQ("", run_child(Exiter::kMainThread)) << run;
+  for (int run = 0; run < kRuns; ++run) EXPECT_EQ("", run_child("main")) << run;
 }
 
 TEST(ExitWithWaitingThreads, ExitFromAnotherThreadWhileMainWaitsForACqEvent) {
-  for (int run = 0; run < kRuns; ++run) EXPECT_EQ("", run_child(Exiter::kOtherThread)) << run;
+  for (int run = 0; run < kRuns; ++run) EXPECT_EQ("", run_child("other-thread")) << run;
 }
 
 // A worker thread that keeps posting and polling while main exits: with a
 // kernel provider its QPs, CQ and memory stay until the process is gone.
 TEST(ExitWithWaitingThreads, ExitWhileAThreadPostsAndPolls) {
-  for (int run = 0; run < kRuns; ++run)
-    EXPECT_EQ("", run_child(Exiter::kWhileAThreadPostsAndPolls)) << run;
+  for (int run = 0; run < kRuns; ++run) EXPECT_EQ("", run_child("worker")) << run;
 }
 
 }  // namespace
