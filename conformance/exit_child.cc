@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "harness/testsupport/device.h"
+#include "harness/testsupport/rc_connection.h"
 #include "harness/testsupport/test_config.h"
 #include "harness/testsupport/verbs_handles.h"
 
@@ -64,45 +65,8 @@ bool connect_loopback_pair(ibv_context* context, ibv_pd* pd, ibv_cq* cq, ibv_qp*
   a = ibv_create_qp(pd, &init);
   b = ibv_create_qp(pd, &init);
   PortAddress port;
-  if (!a || !b || query_port_address(context, 1, test_config().gid_index, port)) return false;
-  for (auto [self, peer] : {std::pair{a, b}, std::pair{b, a}}) {
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.port_num = 1;
-    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
-    if (ibv_modify_qp(self, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                       IBV_QP_ACCESS_FLAGS))
-      return false;
-    attr = {};
-    attr.qp_state = IBV_QPS_RTR;
-    attr.path_mtu = IBV_MTU_1024;
-    attr.dest_qp_num = peer->qp_num;
-    attr.max_dest_rd_atomic = 1;
-    attr.min_rnr_timer = 1;
-    attr.ah_attr.dlid = port.lid;
-    attr.ah_attr.port_num = 1;
-    if (port.use_grh) {
-      attr.ah_attr.is_global = 1;
-      attr.ah_attr.grh.dgid = port.gid;
-      attr.ah_attr.grh.sgid_index = port.gid_index;
-      attr.ah_attr.grh.hop_limit = 1;
-    }
-    if (ibv_modify_qp(self, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return false;
-    attr = {};
-    attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.max_rd_atomic = 1;
-    if (ibv_modify_qp(self, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                       IBV_QP_MAX_QP_RD_ATOMIC))
-      return false;
-  }
-  return true;
+  return a && b && query_port_address(context, 1, test_config().gid_index, port) == 0 &&
+         connect_rc_pair(a, b, port) == 0;
 }
 
 // SENDs from a to b for ever, each received and both completions polled,
