@@ -304,6 +304,13 @@ class Engine {
   // A frame in this thread's own memory, with intake_mutex_ or
   // qp_table_mutex_ held (either keeps the QP it reaches from being removed).
   void deliver_private(std::span<const uint8_t> frame, packet::Icrc icrc);
+  // One pass of intake with intake_mutex_ held: the frames that arrived
+  // (up to `budget`), then the due timers; the pass's held ACKs leave at
+  // its end. Returns how many frames it served.
+  size_t serve_intake_locked(size_t budget);
+  // The QP a packet with headers `h` is for: the device its DLID (or DGID)
+  // names, at a port that is up. nullptr, counted as a drop, otherwise.
+  QpImpl* intake_destination(const packet::Headers& h);
   void run_due_timers();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
   // A datagram to a multicast group: a copy to each member QP here.

@@ -30,6 +30,10 @@ uint8_t arrival_port(const DeviceDescription& device, const packet::Headers& h) 
 size_t Engine::progress(size_t budget) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;  // another thread is serving
+  return serve_intake_locked(budget);
+}
+
+size_t Engine::serve_intake_locked(size_t budget) {
   AckBatch acks;  // sent before the intake lock goes
   const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
   run_due_timers();
@@ -40,9 +44,7 @@ size_t Engine::progress_on_progress_thread(size_t budget) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return kIntakeBusy;  // an application thread is serving
   intake_on_progress_thread_.store(true, std::memory_order_relaxed);
-  AckBatch acks;
-  const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
-  run_due_timers();
+  const size_t served = serve_intake_locked(budget);
   intake_on_progress_thread_.store(false, std::memory_order_relaxed);
   return served;
 }
@@ -82,10 +84,7 @@ size_t Engine::serve_for_application(size_t budget) {
     for (int spin = 0; spin < kIntakeSpins && !lock.try_lock(); ++spin) cpu_relax();
     if (!lock.owns_lock()) lock.lock();
   }
-  AckBatch acks;
-  const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
-  run_due_timers();
-  return served;
+  return serve_intake_locked(budget);
 }
 
 Errno Engine::wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected) {
@@ -129,19 +128,22 @@ void Engine::deliver_private(std::span<const uint8_t> frame, packet::Icrc icrc) 
     return;
   }
   if (pkt.headers.bth.dest_qp == kMulticastQpn) return deliver_multicast(pkt);
-  const DeviceDescription* device = find_device_by_lid(pkt.headers.lrh.dlid);
-  if (!device && pkt.headers.has_grh) device = find_device_by_gid(pkt.headers.grh.dgid);
-  if (device && !port_up(device->index, arrival_port(*device, pkt.headers))) {
-    counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  QpImpl* qp = device ? find_qp(device->index, pkt.headers.bth.dest_qp) : nullptr;
-  if (!qp) {
-    counters_.frames_dropped_no_qp.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  QpImpl* qp = intake_destination(pkt.headers);
+  if (!qp) return;
   std::lock_guard qp_lock(qp->mutex);
   qp->receive(pkt);
+}
+
+QpImpl* Engine::intake_destination(const packet::Headers& h) {
+  const DeviceDescription* device = find_device_by_lid(h.lrh.dlid);
+  if (!device && h.has_grh) device = find_device_by_gid(h.grh.dgid);
+  if (device && !port_up(device->index, arrival_port(*device, h))) {
+    counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  QpImpl* qp = device ? find_qp(device->index, h.bth.dest_qp) : nullptr;
+  if (!qp) counters_.frames_dropped_no_qp.fetch_add(1, std::memory_order_relaxed);
+  return qp;
 }
 
 void Engine::deliver_run(std::span<const uint8_t> frame) {
@@ -150,17 +152,8 @@ void Engine::deliver_run(std::span<const uint8_t> frame) {
     counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const DeviceDescription* device = find_device_by_lid(run.first.lrh.dlid);
-  if (!device && run.first.has_grh) device = find_device_by_gid(run.first.grh.dgid);
-  if (device && !port_up(device->index, arrival_port(*device, run.first))) {
-    counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  QpImpl* qp = device ? find_qp(device->index, run.first.bth.dest_qp) : nullptr;
-  if (!qp) {
-    counters_.frames_dropped_no_qp.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  QpImpl* qp = intake_destination(run.first);
+  if (!qp) return;
   std::lock_guard qp_lock(qp->mutex);
   qp->receive_run(run);
 }
