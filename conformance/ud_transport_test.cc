@@ -198,7 +198,8 @@ TEST(UdTransport, OnRoceTheDlidOfAnAddressHandleMeansNothing) {
   DatagramEndpoint self;
   ASSERT_EQ("", self.error());
   if (!self.on_ethernet()) GTEST_SKIP() << "the port is not RoCE: there a DLID is a LID";
-  const uint16_t dlids[] = {0xc000, 0xfffe, 0xffff, 0x1234, 0};
+  // 1: the LID of an InfiniBand device, were the host's devices mixed.
+  const uint16_t dlids[] = {0xc000, 0xfffe, 0xffff, 0x1234, 1, 0};
   uint64_t wr_id = 1;
   for (uint16_t dlid : dlids) {
     SCOPED_TRACE("DLID " + std::to_string(dlid));
