@@ -73,6 +73,23 @@ ibv_wc bind_type2(Endpoint& local, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_
   return wc.empty() ? ibv_wc{} : wc[0];
 }
 
+// A signaled ibv_wr_bind_mw of type 2 window `mw` under `rkey` (a QP with
+// the builders), as WR `wr_id`; its completion.
+ibv_wc bind_type2_by_builder(Endpoint& local, ibv_mw* mw, uint32_t rkey,
+                             const ibv_mw_bind_info& info, uint64_t wr_id) {
+  ibv_qp_ex* qpx = local.qp_ex();
+  EXPECT_NE(qpx, nullptr);
+  if (!qpx) return ibv_wc{};
+  ibv_wr_start(qpx);
+  qpx->wr_id = wr_id;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_bind_mw(qpx, mw, rkey, &info);
+  EXPECT_EQ(0, ibv_wr_complete(qpx));
+  std::vector<ibv_wc> wc;
+  EXPECT_EQ(0, local.poll(Queue::kSend, 1, wc));
+  return wc.empty() ? ibv_wc{} : wc[0];
+}
+
 // ibv_bind_mw of type 1 window `mw`; its completion.
 ibv_wc bind_type1(Endpoint& local, ibv_mw* mw, const ibv_mw_bind_info& info) {
   ibv_mw_bind bind{};
@@ -331,16 +348,7 @@ TEST(MemoryWindow, LocalRightsInABindAreIgnored) {
       } else if (way == Way::kPostedWr) {
         wc = bind_type2(local, mw.get(), key, info);
       } else {
-        ibv_qp_ex* qpx = local.qp_ex();
-        ASSERT_NE(qpx, nullptr);
-        ibv_wr_start(qpx);
-        qpx->wr_id = 70;
-        qpx->wr_flags = IBV_SEND_SIGNALED;
-        ibv_wr_bind_mw(qpx, mw.get(), key, &info);
-        ASSERT_EQ(0, ibv_wr_complete(qpx));
-        std::vector<ibv_wc> polled;
-        ASSERT_EQ(0, local.poll(Queue::kSend, 1, polled));
-        wc = polled[0];
+        wc = bind_type2_by_builder(local, mw.get(), key, info, 70);
       }
       expect_completion(wc, way == Way::kBindMwVerb ? 60 : 70, IBV_WC_SUCCESS, what);
       const uint64_t start = local.buffer().mr_address() + kWindowOffset;
@@ -443,14 +451,9 @@ TEST(MemoryWindow, TheBuildersBindAndInvalidate) {
     ASSERT_TRUE(mw);
     const uint32_t key = ibv_inc_rkey(mw->rkey);
     const ibv_mw_bind_info info = window_on(local, kWindowOffset, kWindowLength, kRemoteRights);
-    ibv_wr_start(qpx);
-    qpx->wr_id = 80;
-    qpx->wr_flags = IBV_SEND_SIGNALED;
-    ibv_wr_bind_mw(qpx, mw.get(), key, &info);
-    ASSERT_EQ(0, ibv_wr_complete(qpx));
+    expect_completion(bind_type2_by_builder(local, mw.get(), key, info, 80), 80, IBV_WC_SUCCESS,
+                      "ibv_wr_bind_mw");
     std::vector<ibv_wc> wc;
-    ASSERT_EQ(0, local.poll(Queue::kSend, 1, wc));
-    expect_completion(wc[0], 80, IBV_WC_SUCCESS, "ibv_wr_bind_mw");
     const uint64_t start = local.buffer().mr_address() + kWindowOffset;
     expect_status(IBV_WC_SUCCESS, peer_rdma(remote, IBV_WR_RDMA_READ, key, start, 64),
                   "a READ through the window");
