@@ -15,6 +15,8 @@ bool is_multicast_gid(const Gid& gid) {
   return v4_mapped && (gid[12] & 0xf0) == 0xe0;
 }
 
+bool is_multicast_lid(uint16_t lid) { return lid >= 0xc000 && lid != 0xffff; }
+
 namespace {
 
 // IBTA 4.1.1 (multicast LIDs 0xC000-0xFFFE) and GIDs of a group: ff00::/8,
@@ -22,11 +24,8 @@ namespace {
 // A RoCE port has no LIDs: its DLID means nothing (rxe ignores it, mlx5
 // takes it for the UDP source port, UCX sets 0xC000), so only the GID says.
 bool is_multicast(const AddressVector& av, LinkLayer link_layer) {
-  constexpr uint16_t kFirstMulticastLid = 0xc000;
-  constexpr uint16_t kPermissiveLid = 0xffff;
   if (av.is_global && is_multicast_gid(av.dgid)) return true;
-  return link_layer == LinkLayer::kInfiniBand && av.dlid >= kFirstMulticastLid &&
-         av.dlid != kPermissiveLid;
+  return link_layer == LinkLayer::kInfiniBand && is_multicast_lid(av.dlid);
 }
 
 }  // namespace

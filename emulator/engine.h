@@ -286,6 +286,11 @@ class Engine {
     std::atomic<uint64_t> intake_by_event_waiter{0};
   };
 
+  // What destruction and leave_at_exit both do first: initiators stop
+  // executing here, the teardown hooks run, the control and progress
+  // threads stop.
+  void stop_own_threads();
+
   // packet_intake.cc
   void deliver_run(std::span<const uint8_t> frame);
   // progress() for the progress thread; kIntakeBusy when an application
@@ -308,8 +313,9 @@ class Engine {
   // (up to `budget`), then the due timers; the pass's held ACKs leave at
   // its end. Returns how many frames it served.
   size_t serve_intake_locked(size_t budget);
-  // The QP a packet with headers `h` is for: the device its DLID (or DGID)
-  // names, at a port that is up. nullptr, counted as a drop, otherwise.
+  // The QP a packet with headers `h` is for: the device its DGID (or, with
+  // no GRH or no such GID, its DLID) names, at a port that is up. nullptr,
+  // counted as a drop, otherwise.
   QpImpl* intake_destination(const packet::Headers& h);
   void run_due_timers();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
@@ -367,8 +373,6 @@ class Engine {
   std::unique_ptr<CmPortDirectory> cm_ports_;
   std::vector<std::function<void()>> teardown_hooks_;
   std::vector<std::function<void()>> exit_hooks_;
-  // The first steps of both ends: teardown hooks, control and progress threads.
-  void stop_own_threads();
   std::vector<TimerQueue::Key> due_timers_;  // scratch of run_due_timers
   std::array<uint8_t, packet::kMaxFrameBytes> intake_frame_{};  // the frame being served
   TimerQueue timers_;

@@ -560,7 +560,7 @@ namespace {
 bool valid_group(const QpImpl& qp, const Gid& gid, uint16_t lid) {
   if (qp.type != QpType::kUd || !is_multicast_gid(gid)) return false;
   if (qp.hca->description().link_layer == LinkLayer::kEthernet) return true;
-  return lid >= 0xc000 && lid != 0xffff;
+  return is_multicast_lid(lid);
 }
 
 }  // namespace

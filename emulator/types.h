@@ -53,6 +53,8 @@ using Gid = std::array<uint8_t, 16>;
 // The GID of a multicast group: ff00::/8, or an IPv4 multicast address
 // mapped into IPv6 (RoCE).
 bool is_multicast_gid(const Gid& gid);
+// IBTA 4.1.1: multicast LIDs are 0xC000-0xFFFE (0xFFFF is the permissive LID).
+bool is_multicast_lid(uint16_t lid);
 
 // Where a QP's packets go: the address vector of the IBTA.
 struct AddressVector {

@@ -404,8 +404,9 @@ void UdpWire::leave_port() {
     socklen_t length = sizeof bound;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) continue;
     const int unbound = socket(bound.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (unbound < 0) continue;  // keeps the port until the process ends
-    dup3(unbound, fd, O_CLOEXEC);
+    // Should either call fail, the socket keeps the port until the process ends.
+    if (unbound < 0) continue;
+    [[maybe_unused]] const int replaced = dup3(unbound, fd, O_CLOEXEC);
     close(unbound);
   }
 }
