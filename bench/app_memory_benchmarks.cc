@@ -1,5 +1,5 @@
 // What the HCA's fault-safe access to application memory costs
-// (emulator/app_memory.h), side by side in one run: a plain memcpy (what
+// (emulator/memory/app_memory.h), side by side in one run: a plain memcpy (what
 // an access cost before, and what crashed on unmapped memory), the guarded
 // copy (the default) and the system-call copy (SOFTVERBS_MEMORY_COPY=syscall).
 // Below the verbs API on purpose: the end-to-end effect is measured with
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "emulator/app_memory.h"
+#include "emulator/memory/app_memory.h"
 
 namespace {
 

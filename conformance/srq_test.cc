@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "conformance/datagram_endpoint.h"
-#include "harness/testsupport/soft_control.h"
 #include "harness/testsupport/completion_polling.h"
 #include "harness/testsupport/device.h"
+#include "harness/testsupport/soft_control.h"
 #include "harness/testsupport/verbs_handles.h"
 
 namespace softverbs::conformance {

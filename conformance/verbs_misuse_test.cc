@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "conformance/device_fixture.h"
-#include "harness/testsupport/verbs_names.h"
 #include "harness/testsupport/completion_polling.h"
 #include "harness/testsupport/registered_buffer.h"
+#include "harness/testsupport/verbs_names.h"
 
 namespace softverbs::conformance {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "emulator/device_config.h"
-#include "emulator/wire/shm_registry_layout.h"
+#include "emulator/host/device_config.h"
 #include "emulator/types.h"
+#include "emulator/wire/shm_registry_layout.h"
 
 namespace softverbs {
 

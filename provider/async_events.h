@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "emulator/hca.h"
+#include "emulator/objects/hca.h"
 #include "provider/event_fd_queue.h"
 #include "provider/objects.h"
 

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "emulator/hca.h"
+#include "emulator/objects/hca.h"
 #include "provider/event_fd_queue.h"
 #include "provider/objects.h"
 

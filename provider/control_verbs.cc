@@ -5,7 +5,7 @@
 #include <string>
 
 #include "emulator/control/control_commands.h"
-#include "emulator/engine.h"
+#include "emulator/engine/engine.h"
 #include "provider/include/softverbs/control.h"
 
 extern "C" __attribute__((visibility("default"))) int softverbs_control(const char* request,

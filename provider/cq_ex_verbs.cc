@@ -8,8 +8,8 @@
 #include <span>
 
 #include "provider/exports.h"
-#include "provider/parent_domain.h"
 #include "provider/extended_attributes.h"
+#include "provider/parent_domain.h"
 #include "provider/soft_context.h"
 #include "provider/translate.h"
 

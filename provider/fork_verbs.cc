@@ -11,7 +11,7 @@
 // children (MADV_DONTFORK), which is what fork protection does: enabled.
 #include <infiniband/verbs.h>
 
-#include "emulator/shared_pages.h"
+#include "emulator/same_host/shared_pages.h"
 #include "provider/exports.h"
 #include "provider/real_library.h"
 

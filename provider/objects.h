@@ -15,10 +15,10 @@
 #include <memory>
 #include <mutex>
 
-#include "emulator/device_config.h"
-#include "emulator/hca.h"
-#include "provider/upstream_verbs.h"
+#include "emulator/host/device_config.h"
+#include "emulator/objects/hca.h"
 #include "provider/send_wr_batch.h"
+#include "provider/upstream_verbs.h"
 
 namespace softverbs::provider {
 

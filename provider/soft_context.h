@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "emulator/hca.h"
+#include "emulator/objects/hca.h"
 #include "provider/async_events.h"
 #include "provider/objects.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "emulator/attributes.h"
-#include "emulator/hca.h"
+#include "emulator/objects/hca.h"
 #include "provider/translate.h"
 
 namespace softverbs::provider {

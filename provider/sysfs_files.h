@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 #include "emulator/types.h"
 
 namespace softverbs::provider {

@@ -9,12 +9,12 @@
 #include <cstring>
 #include <string_view>
 
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 #include "emulator/packet/byte_order.h"
 #include "emulator/packet/codec.h"
 #include "emulator/packet/frame_fields.h"
 #include "emulator/packet/roce_v2.h"
-#include "emulator/run_frame.h"
+#include "emulator/same_host/run_frame.h"
 
 namespace softverbs::capture {
 namespace {

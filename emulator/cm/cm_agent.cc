@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "emulator/cm/cm_path.h"
-#include "emulator/device_config.h"
-#include "emulator/internal_thread.h"
+#include "emulator/host/device_config.h"
+#include "emulator/sync/internal_thread.h"
 
 namespace softverbs::cm {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "emulator/cm/cm_types.h"
 #include "emulator/cm/mad_header.h"
-#include "emulator/hca.h"
+#include "emulator/objects/hca.h"
 
 namespace softverbs::cm {
 

@@ -9,7 +9,7 @@
 #include "emulator/cm/cm_id.h"
 #include "emulator/cm/cm_timing.h"
 #include "emulator/cm/connection_manager.h"
-#include "emulator/engine.h"
+#include "emulator/engine/engine.h"
 
 namespace softverbs::cm {
 

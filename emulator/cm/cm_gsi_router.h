@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <span>
 
-#include "emulator/cm_port_directory.h"
+#include "emulator/host/cm_port_directory.h"
 #include "emulator/types.h"
 
 namespace softverbs::cm {

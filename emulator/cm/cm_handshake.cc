@@ -13,8 +13,8 @@
 #include "emulator/cm/cm_timing.h"
 #include "emulator/cm/cma_ip_header.h"
 #include "emulator/cm/connection_manager.h"
-#include "emulator/device_config.h"
-#include "emulator/gsi_routing.h"
+#include "emulator/host/device_config.h"
+#include "emulator/host/gsi_routing.h"
 
 namespace softverbs::cm {
 namespace {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 #include "emulator/packet/roce_v2.h"
 
 namespace softverbs::cm {

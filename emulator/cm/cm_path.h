@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "emulator/cm/cm_types.h"
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 
 namespace softverbs::cm {
 

@@ -6,7 +6,7 @@
 #include "emulator/cm/cm_id.h"
 #include "emulator/cm/cm_path.h"
 #include "emulator/cm/connection_manager.h"
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 
 namespace softverbs::cm {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "emulator/host_interfaces.h"
+#include "emulator/host/host_interfaces.h"
 #include "emulator/types.h"
 
 namespace softverbs::cm {

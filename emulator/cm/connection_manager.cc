@@ -13,9 +13,9 @@
 #include "emulator/cm/cm_gsi_router.h"
 #include "emulator/cm/cm_id.h"
 #include "emulator/cm/cm_path.h"
-#include "emulator/device_config.h"
-#include "emulator/engine.h"
-#include "emulator/gsi_routing.h"
+#include "emulator/engine/engine.h"
+#include "emulator/host/device_config.h"
+#include "emulator/host/gsi_routing.h"
 
 namespace softverbs::cm {
 namespace {

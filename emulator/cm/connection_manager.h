@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "emulator/cm/cm_types.h"
-#include "emulator/cm_port_directory.h"
+#include "emulator/host/cm_port_directory.h"
 #include "emulator/types.h"
 
 namespace softverbs {

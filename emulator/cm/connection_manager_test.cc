@@ -12,7 +12,7 @@
 #include <mutex>
 
 #include "emulator/cm/cm_messages.h"
-#include "emulator/engine.h"
+#include "emulator/engine/engine.h"
 #include "emulator/wire/loopback_wire.h"
 
 namespace softverbs::cm {

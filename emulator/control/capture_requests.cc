@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "emulator/capture/packet_capture.h"
-#include "emulator/engine.h"
+#include "emulator/engine/engine.h"
 #include "emulator/fault/fault_injector.h"
 
 namespace softverbs::control {
@@ -73,7 +73,7 @@ std::string start(Engine& engine, fault::FaultInjector& injector, std::string_vi
   injector.set_observer(g_running);
   retire(std::move(capture));
   // From now on every packet is a frame of its own: no runs.
-  engine.fault_plan_changed();
+  engine.same_host().fault_plan_changed();
   return "ok: capturing to " + g_running->path() + "\n";
 }
 
@@ -81,7 +81,7 @@ std::string stop(Engine& engine, fault::FaultInjector& injector) {
   std::lock_guard lock(g_mutex);
   if (!g_running) return "error: this process runs no capture started with capture start\n";
   injector.set_observer(nullptr);
-  engine.fault_plan_changed();
+  engine.same_host().fault_plan_changed();
   g_running->stop();
   const capture::PcapngFile& file = g_running->file();
   std::string reply = "ok: " + std::to_string(file.packets_written()) + " packets written to " +

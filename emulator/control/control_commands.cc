@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "emulator/control/capture_requests.h"
-#include "emulator/engine.h"
+#include "emulator/engine/engine.h"
 #include "emulator/fault/fault_injector.h"
-#include "emulator/hca_impl.h"
-#include "emulator/qp_impl.h"
+#include "emulator/objects/hca_impl.h"
+#include "emulator/objects/qp_impl.h"
 
 namespace softverbs::control {
 namespace {
@@ -121,7 +121,7 @@ std::string fault_command(Engine& engine, std::string_view args) {
   if (verb == "show") return fault::to_string(f->plan()) + "\n";
   if (verb == "clear") {
     f->set_plan(fault::Plan{});
-    engine.fault_plan_changed();
+    engine.same_host().fault_plan_changed();
     return "ok: no faults\n";
   }
   if (verb == "set") {
@@ -129,7 +129,7 @@ std::string fault_command(Engine& engine, std::string_view args) {
     std::string error;
     if (!fault::parse_plan(rest, plan, error)) return "error: " + error + "\n";
     f->set_plan(plan);
-    engine.fault_plan_changed();
+    engine.same_host().fault_plan_changed();
     return "ok: " + fault::to_string(plan) + "\n";
   }
   return "error: unknown fault request '" + std::string(verb) + "' (use show, clear or set SPEC)\n";

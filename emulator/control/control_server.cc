@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "emulator/control/control_socket.h"
-#include "emulator/internal_thread.h"
+#include "emulator/sync/internal_thread.h"
 
 namespace softverbs::control {
 namespace {

@@ -24,7 +24,7 @@
 #include <mutex>
 #include <vector>
 
-#include "emulator/clock.h"
+#include "emulator/engine/clock.h"
 #include "emulator/fault/fault_plan.h"
 #include "emulator/fault/frame_observer.h"
 #include "emulator/fault/random.h"
@@ -109,18 +109,12 @@ class FaultInjector final : public Wire {
     return inner_->begin_application_sleep();
   }
   bool end_application_sleep() override { return inner_->end_application_sleep(); }
-  bool accepts_runs(const WireAddress& dst) override { return inner_->accepts_runs(dst); }
   void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
                         std::span<const uint32_t> ifindexes) override {
     inner_->joined_multicast(device_index, gid, member_qpn, ifindexes);
   }
   void left_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn) override {
     inner_->left_multicast(device_index, gid, member_qpn);
-  }
-  void set_accepting_runs(bool accepting) override { inner_->set_accepting_runs(accepting); }
-  std::span<uint8_t> own_target_area() override { return inner_->own_target_area(); }
-  PeerTargetArea peer_target_area(const WireAddress& dst) override {
-    return inner_->peer_target_area(dst);
   }
   // True while the plan has any rule: then every packet must be a frame of
   // its own, for the rules to see.

@@ -46,7 +46,7 @@ size_t ib_header_bytes(const Headers& headers);
 //
 // kOmitted leaves the ICRC field zero (encode) or unchecked (decode): for a
 // frame that never leaves the private memory of the process that made it
-// (emulator/local_delivery.h), where nothing can corrupt it on the way.
+// (emulator/same_host/local_delivery.h), where nothing can corrupt it on the way.
 enum class Icrc : uint8_t { kComputed, kOmitted };
 size_t encode_ib(const Headers& headers, std::span<const uint8_t> payload,
                  std::span<uint8_t> out, Icrc icrc = Icrc::kComputed);

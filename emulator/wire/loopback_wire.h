@@ -10,12 +10,13 @@
 #include <mutex>
 #include <vector>
 
+#include "emulator/wire/same_host_peers.h"
 #include "emulator/wire/shm_mailbox_layout.h"
 #include "emulator/wire/wire.h"
 
 namespace softverbs {
 
-class LoopbackWire final : public Wire {
+class LoopbackWire final : public Wire, public SameHostPeers {
  public:
   // Returns false to drop the frame. Called for every frame sent.
   using Filter = std::function<bool(std::span<const uint8_t> frame)>;
@@ -36,7 +37,8 @@ class LoopbackWire final : public Wire {
     return frames_.size();
   }
   // Frames stay in this process, so runs can be pulled from it; a test that
-  // wants them says allow_runs() (the engine then decides as on any wire).
+  // wants them says allow_runs() (the engine then decides as on any wire)
+  // and gives the wire to the engine as its same-host peers.
   void allow_runs(bool allow) { runs_allowed_ = allow; }
   bool accepts_runs(const WireAddress&) override { return runs_allowed_ && accepting_runs_; }
   void set_accepting_runs(bool accepting) override { accepting_runs_ = accepting; }

@@ -4,11 +4,11 @@
 #include <array>
 #include <cstring>
 
-#include "emulator/gsi_routing.h"
-#include "emulator/internal_thread.h"
+#include "emulator/host/gsi_routing.h"
 #include "emulator/packet/codec.h"
 #include "emulator/packet/frame_fields.h"
 #include "emulator/packet/icrc.h"
+#include "emulator/sync/internal_thread.h"
 
 namespace softverbs {
 namespace {
@@ -156,11 +156,6 @@ size_t RoutedWire::poll(const std::function<void(std::span<const uint8_t>)>& del
 
 bool RoutedWire::may_have_input() const {
   return sent_off_host_.load(std::memory_order_relaxed) || local_->may_have_input();
-}
-
-bool RoutedWire::accepts_runs(const WireAddress& dst) {
-  // A run names memory of this host: never off it.
-  return dst.device_index != WireAddress::kOffHost && local_->accepts_runs(dst);
 }
 
 WireCounters RoutedWire::counters() const {

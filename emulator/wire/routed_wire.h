@@ -65,13 +65,6 @@ class RoutedWire final : public Wire {
   }
   bool end_application_sleep() override { return local_->end_application_sleep(); }
   bool may_have_input() const override;
-  bool accepts_runs(const WireAddress& dst) override;
-  void set_accepting_runs(bool accepting) override { local_->set_accepting_runs(accepting); }
-  std::span<uint8_t> own_target_area() override { return local_->own_target_area(); }
-  PeerTargetArea peer_target_area(const WireAddress& dst) override {
-    if (dst.device_index == WireAddress::kOffHost) return {};
-    return local_->peer_target_area(dst);
-  }
   bool has_deferred() const override { return local_->has_deferred(); }
   void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
                         std::span<const uint32_t> ifindexes) override;

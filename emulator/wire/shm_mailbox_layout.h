@@ -35,7 +35,7 @@ inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
 // serves the ring itself while it waits for completion events.
 inline constexpr uint32_t kMailboxVersion = 7;
 
-// After the slots: the owner's target area (emulator/target_table_layout.h),
+// After the slots: the owner's target area (emulator/same_host/target_table_layout.h),
 // which peers map with the mailbox. The wire knows only its size.
 inline constexpr size_t kMailboxTargetAreaBytes = 100 * 1024;
 

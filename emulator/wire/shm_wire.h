@@ -33,13 +33,14 @@
 #include <vector>
 
 #include "emulator/types.h"
+#include "emulator/wire/same_host_peers.h"
 #include "emulator/wire/shm_mailbox.h"
 #include "emulator/wire/shm_registry.h"
 #include "emulator/wire/wire.h"
 
 namespace softverbs {
 
-class ShmWire final : public Wire {
+class ShmWire final : public Wire, public SameHostPeers {
  public:
   // Creates this process's mailbox (named after its slot in `registry`, with
   // the slot count SOFTVERBS_MAILBOX_SLOTS asks for, its memory reserved)

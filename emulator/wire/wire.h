@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 
 #include "emulator/types.h"
@@ -51,21 +50,6 @@ struct WireCounters {
   uint64_t udp_dropped_bad_icrc = 0;
   // For an address no soft device owns, or a MAD to QP1 that no QP here takes.
   uint64_t udp_dropped_not_here = 0;
-};
-
-// A peer process's target area (emulator/target_table_layout.h): shared
-// memory in which it publishes what an initiator needs to execute a
-// one-sided operation on it directly. `keep` holds the mapping for as long
-// as the caller uses `bytes`.
-struct PeerTargetArea {
-  std::shared_ptr<const void> keep;
-  std::span<uint8_t> bytes;
-  // The peer serves packets now without being woken: its progress thread
-  // is awake or an application thread of it polls.
-  bool attentive = false;
-  // The peer is this very process: its memory is ours to copy, no system
-  // call needed.
-  bool same_process = false;
 };
 
 // Writes one frame into `room` and returns its size; 0 means nothing is sent
@@ -133,18 +117,6 @@ class Wire {
   // False only when poll() would surely find nothing to deliver or push on
   // (lets a busy poller skip its locks). Any thread.
   virtual bool may_have_input() const { return true; }
-
-  // Runs (emulator/run_frame.h) name payload in the sender's memory, so only
-  // a wire between processes of one host carries them, and only to a
-  // process that accepts them. set_accepting_runs() says so for this
-  // process.
-  virtual bool accepts_runs(const WireAddress& dst) { return false; }
-  virtual void set_accepting_runs(bool accepting) {}
-
-  // The target area of this process, and that of the process serving
-  // `dst` (empty when the wire has none: no peer process on this host).
-  virtual std::span<uint8_t> own_target_area() { return {}; }
-  virtual PeerTargetArea peer_target_area(const WireAddress& dst) { return {}; }
 
   // A QP of this process joined (or left) multicast group `gid` of a
   // device whose addresses are on the interfaces `ifindexes`: a wire that

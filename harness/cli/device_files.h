@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 
 namespace softverbs::cli {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 
 namespace softverbs::cli {
 

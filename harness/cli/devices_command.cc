@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 #include "harness/cli/device_option.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/usage.h"

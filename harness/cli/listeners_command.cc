@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "emulator/cm/cma_ip_header.h"
-#include "emulator/cm_port_directory.h"
-#include "emulator/host_interfaces.h"
+#include "emulator/host/cm_port_directory.h"
+#include "emulator/host/host_interfaces.h"
 #include "emulator/wire/shm_registry.h"
 #include "harness/cli/exit_codes.h"
 #include "harness/cli/usage.h"

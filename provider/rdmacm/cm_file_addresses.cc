@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "emulator/device_config.h"
+#include "emulator/host/device_config.h"
 #include "provider/rdmacm/cm_file.h"
 #include "provider/rdmacm/cm_file_commands.h"
 

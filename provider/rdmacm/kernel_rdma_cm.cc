@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "emulator/internal_thread.h"
+#include "emulator/sync/internal_thread.h"
 #include "provider/rdmacm/cm_file_table.h"
 
 namespace softverbs::provider {

@@ -1,0 +1,177 @@
+// Packet intake: frames from the wire are decoded, checked against the port,
+// demultiplexed by destination QPN, and handed to the QP, which gives
+// requests to its responder and responses to its completer. Due timers are
+// served in the same pass. One thread at a time (the intake lock).
+#include <cstring>
+#include <shared_mutex>
+
+#include "emulator/engine/engine.h"
+#include "emulator/host/device_config.h"
+#include "emulator/objects/qp_impl.h"
+#include "emulator/same_host/run_frame.h"
+#include "emulator/transport/ack_batch.h"
+#include "emulator/wire/cpu_relax.h"
+#include "emulator/wire/futex.h"
+
+namespace softverbs {
+namespace {
+
+// The port of `device` a packet arrives at: the one its DLID names, or on
+// RoCE its DGID.
+uint8_t arrival_port(const DeviceDescription& device, const packet::Headers& h) {
+  if (uint8_t port = device.port_of_lid(h.lrh.dlid)) return port;
+  if (h.has_grh)
+    if (uint8_t port = device.port_of_gid(h.grh.dgid)) return port;
+  return 1;
+}
+
+}  // namespace
+
+size_t Engine::progress(size_t budget) {
+  std::unique_lock lock(intake_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;  // another thread is serving
+  return serve_intake_locked(budget);
+}
+
+size_t Engine::serve_intake_locked(size_t budget) {
+  AckBatch acks;  // sent before the intake lock goes
+  const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
+  run_due_timers();
+  return served;
+}
+
+size_t Engine::progress_on_progress_thread(size_t budget) {
+  std::unique_lock lock(intake_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return kIntakeBusy;  // an application thread is serving
+  intake_on_progress_thread_.store(true, std::memory_order_relaxed);
+  const size_t served = serve_intake_locked(budget);
+  intake_on_progress_thread_.store(false, std::memory_order_relaxed);
+  return served;
+}
+
+size_t Engine::progress_for_application(size_t budget) {
+  size_t served = 0;
+  // A busy poller that finds nothing takes no lock; timers are looked at on
+  // every 16th such poll (a clock read each time would cost more than the
+  // rest of the poll).
+  const bool timers_due_check = (++application_polls_ & 15) == 0 &&
+                                timers_.next_deadline_ns() != UINT64_MAX;
+  for (int round = 0;; ++round) {
+    // Said around the whole poll, including an empty one: while it lasts,
+    // peers skip the doorbell (see ShmMailbox::begin_poll).
+    wire_->begin_application_poll();
+    if (wire_->may_have_input() || (round == 0 && timers_due_check))
+      served += serve_for_application(budget);
+    if (!wire_->end_application_poll()) return served;
+    // A peer skipped the doorbell for a frame this poll did not take: take
+    // it now, being here anyway, rather than wake the progress thread (a
+    // wake costs tens of microseconds and then competes with this thread).
+    if (round == kUnseenFrameRounds) {
+      wire_->wake();
+      return served;
+    }
+  }
+}
+
+size_t Engine::serve_for_application(size_t budget) {
+  std::unique_lock lock(intake_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // Another application thread serves: go on. The progress thread serves
+    // for a few microseconds at most, unless it was preempted (an
+    // application spinning here on a busy core would keep it off the CPU):
+    // look again briefly, then wait for it asleep.
+    if (!intake_on_progress_thread_.load(std::memory_order_relaxed)) return 0;
+    for (int spin = 0; spin < kIntakeSpins && !lock.try_lock(); ++spin) cpu_relax();
+    if (!lock.owns_lock()) lock.lock();
+  }
+  return serve_intake_locked(budget);
+}
+
+Errno Engine::wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected) {
+  if (!futex_wait_either_available()) return ENOSYS;
+  std::atomic<uint32_t>* doorbell = wire_->begin_application_sleep();
+  if (!doorbell) return ENOSYS;
+  const int err = futex_wait_either(word, expected, *doorbell, 1);
+  if (wire_->end_application_sleep()) {
+    counters_.intake_by_event_waiter.fetch_add(1, std::memory_order_relaxed);
+    progress_for_application();
+  }
+  return err == EINTR ? EINTR : 0;
+}
+
+void Engine::deliver(std::span<const uint8_t> shared_frame) {
+  counters_.frames_received.add();
+  // The frame may sit in memory another process can still write (a mailbox
+  // slot): copy it first, so what is checked below is exactly what is used.
+  if (shared_frame.size() > intake_frame_.size()) {
+    counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::memcpy(intake_frame_.data(), shared_frame.data(), shared_frame.size());
+  deliver_private(std::span<const uint8_t>(intake_frame_.data(), shared_frame.size()),
+                  packet::Icrc::kComputed);
+}
+
+void Engine::deliver_kept(std::span<const uint8_t> frame) {
+  std::shared_lock table(qp_table_mutex_);
+  counters_.frames_received.add();
+  deliver_private(frame, packet::Icrc::kOmitted);
+}
+
+void Engine::deliver_private(std::span<const uint8_t> frame, packet::Icrc icrc) {
+  if (is_run_frame(frame)) return deliver_run(frame);
+  packet::DecodedPacket pkt;
+  if (packet::DecodeError e = packet::decode_ib(frame, pkt, icrc); e != packet::DecodeError::kNone) {
+    counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
+    if (e == packet::DecodeError::kBadIcrc)
+      counters_.frames_dropped_bad_icrc.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (pkt.headers.bth.dest_qp == kMulticastQpn) return deliver_multicast(pkt);
+  QpImpl* qp = intake_destination(pkt.headers);
+  if (!qp) return;
+  std::lock_guard qp_lock(qp->mutex);
+  qp->receive(pkt);
+}
+
+QpImpl* Engine::intake_destination(const packet::Headers& h) {
+  // A DGID names its device on either link layer, a DLID only on
+  // InfiniBand: a RoCE packet's DLID is whatever its sender's address
+  // handle held, which may be an InfiniBand device's LID on a mixed host.
+  const DeviceDescription* device = h.has_grh ? find_device_by_gid(h.grh.dgid) : nullptr;
+  if (!device) device = find_device_by_lid(h.lrh.dlid);
+  if (device && !port_up(device->index, arrival_port(*device, h))) {
+    counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  QpImpl* qp = device ? find_qp(device->index, h.bth.dest_qp) : nullptr;
+  if (!qp) counters_.frames_dropped_no_qp.fetch_add(1, std::memory_order_relaxed);
+  return qp;
+}
+
+void Engine::deliver_run(std::span<const uint8_t> frame) {
+  RunFrame run;
+  if (!decode_run(frame, run)) {
+    counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  QpImpl* qp = intake_destination(run.first);
+  if (!qp) return;
+  std::lock_guard qp_lock(qp->mutex);
+  qp->receive_run(run);
+}
+
+void Engine::run_due_timers() {
+  if (timers_.next_deadline_ns() == UINT64_MAX) return;
+  const uint64_t now = clock_->now_ns();
+  due_timers_.clear();
+  timers_.take_due(now, due_timers_);
+  for (TimerQueue::Key key : due_timers_) {
+    QpImpl* qp = find_qp(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key));
+    if (!qp) continue;  // destroyed since: the entry is stale
+    std::lock_guard qp_lock(qp->mutex);
+    qp->completer.on_timer(now);
+  }
+}
+
+}  // namespace softverbs

@@ -1,0 +1,183 @@
+#include "emulator/same_host/direct_execution.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+
+#include "emulator/attributes.h"
+#include "emulator/memory/app_memory.h"
+#include "emulator/packet/headers.h"
+#include "emulator/same_host/liveness_page.h"
+#include "emulator/same_host/peer_pages.h"
+#include "emulator/same_host/target_table_layout.h"
+#include "emulator/sync/shared_lock_word.h"
+
+namespace softverbs {
+namespace {
+
+// An initiator never waits long for an entry: a held one sends the
+// operation as packets.
+constexpr uint32_t kLockSpins = 256;
+
+// The target's pid when its table is whole, takes operations, and lives in
+// this pid namespace; 0 otherwise.
+uint32_t target_pid(TargetTableLayout& t) {
+  TargetTableHeader& h = t.header;
+  if (shared_field(h.magic).load(std::memory_order_acquire) != kTargetTableMagic) return 0;
+  if (shared_field(h.version).load(std::memory_order_relaxed) != kTargetTableVersion) return 0;
+  if (shared_field(h.accepting).load(std::memory_order_acquire) == 0) return 0;
+  const uint64_t ns = shared_field(h.pid_namespace).load(std::memory_order_relaxed);
+  if (ns == 0 || ns != own_pid_namespace()) return 0;
+  return shared_field(h.pid).load(std::memory_order_relaxed);
+}
+
+// Finds and locks the entry holding `key` whose snapshot `seen` satisfies
+// `also`; every decision is taken on `seen`, never on the shared entry.
+template <typename Entry, size_t N, typename Also>
+Entry* lock_entry(Entry (&entries)[N], uint32_t key, Entry& seen, Also&& also) {
+  const uint32_t start = target_probe_start(key, N);
+  for (uint32_t i = 0; i < kTargetProbeLength; ++i) {
+    Entry& e = entries[(start + i) % N];
+    if (shared_field(e.key).load(std::memory_order_relaxed) != key) continue;
+    if (!shared_lock_word::try_lock(e.lock, kLockSpins)) return nullptr;
+    seen = snapshot(e);
+    if (seen.key == key && also(seen)) return &e;
+    shared_lock_word::unlock(e.lock);
+  }
+  return nullptr;
+}
+
+// Releases a locked entry on every way out.
+template <typename Entry>
+struct Unlocker {
+  Entry* e;
+  ~Unlocker() {
+    if (e) shared_lock_word::unlock(e->lock);
+  }
+};
+
+// Within this process: a copy per local piece, each guarded on both sides.
+bool copy_here(const DirectOperation& op, uint64_t remote) {
+  for (const RunPiece& p : op.local) {
+    auto* here = reinterpret_cast<void*>(p.addr);
+    auto* there = reinterpret_cast<void*>(remote);
+    if (!(op.read ? app_memory::copy(here, there, p.length)
+                  : app_memory::copy(there, here, p.length)))
+      return false;
+    remote += p.length;
+  }
+  return true;
+}
+
+// Through the target's shared pages mapped here: a copy per local piece.
+bool copy_through(const PeerMapping& pages, const DirectOperation& op, uint64_t offset) {
+  if (offset > pages.size || op.length > pages.size - offset) return false;
+  uint8_t* there = pages.base + offset;
+  for (const RunPiece& p : op.local) {
+    auto* here = reinterpret_cast<void*>(p.addr);
+    if (!(op.read ? app_memory::copy(here, there, p.length)
+                  : app_memory::copy(there, here, p.length)))
+      return false;
+    there += p.length;
+  }
+  return true;
+}
+
+// The bytes with one system call for the whole message. false when
+// anything did not move; `refused` when the kernel forbids it outright.
+bool move_by_system_call(uint32_t pid, const DirectOperation& op, uint64_t remote,
+                         bool& refused) {
+  std::array<iovec, kMaxSge> local;
+  size_t n = 0;
+  for (const RunPiece& p : op.local) {
+    if (n == local.size()) return false;
+    local[n++] = iovec{reinterpret_cast<void*>(p.addr), static_cast<size_t>(p.length)};
+  }
+  iovec far{reinterpret_cast<void*>(remote), static_cast<size_t>(op.length)};
+  const ssize_t moved =
+      op.read ? process_vm_readv(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0)
+              : process_vm_writev(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0);
+  refused = moved < 0 && (errno == EPERM || errno == ENOSYS);
+  return moved >= 0 && static_cast<uint64_t>(moved) == op.length;
+}
+
+// Whether the target lives, by its liveness page: its shared pages outlive
+// it, where a system call to it would fail.
+bool owner_alive(TargetTableHeader& header, uint32_t pid) {
+  const uint64_t inode = shared_field(header.liveness_inode).load(std::memory_order_relaxed);
+  if (inode == 0) return false;
+  const int32_t fd = shared_field(header.liveness_fd).load(std::memory_order_relaxed);
+  const std::shared_ptr<const PeerMapping> page =
+      PeerPages::process().find(pid, fd, inode, PeerFile::kLiveness);
+  return page && holder_alive(page->base);
+}
+
+// Moves the bytes of `op` into or out of the MR `mr` (checked) of `pid`.
+DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOperation& op,
+                        const TargetMrEntry& mr) {
+  const uint64_t within = op.va - mr.iova;
+  if (op.same_process)
+    return copy_here(op, mr.host_address + within) ? DirectResult::kExecuted
+                                                   : DirectResult::kNotHere;
+  if (mr.pages_inode != 0 && mr.pages_offset <= UINT64_MAX - within &&
+      owner_alive(table.header, pid)) {
+    const std::shared_ptr<const PeerMapping> pages =
+        PeerPages::process().find(pid, mr.pages_fd, mr.pages_inode);
+    if (pages)
+      return copy_through(*pages, op, mr.pages_offset + within) ? DirectResult::kExecuted
+                                                                 : DirectResult::kNotHere;
+  }
+  if (op.only_without_system_call) return DirectResult::kNeedsSystemCall;
+  bool refused = false;
+  if (move_by_system_call(pid, op, mr.host_address + within, refused))
+    return DirectResult::kExecuted;
+  return refused ? DirectResult::kRefused : DirectResult::kNotHere;
+}
+
+}  // namespace
+
+DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op) {
+  if (area.size() < sizeof(TargetTableLayout)) return DirectResult::kNotHere;
+  auto& table = *reinterpret_cast<TargetTableLayout*>(area.data());
+  const uint32_t pid = target_pid(table);
+  if (pid == 0) return DirectResult::kNotHere;
+  const uint32_t access = op.read ? kAccessRemoteRead : kAccessRemoteWrite;
+  const uint64_t seed = shared_field(table.header.seed).load(std::memory_order_relaxed);
+
+  TargetQpEntry qp_seen;
+  TargetQpEntry* qp = lock_entry(
+      table.qps, target_qp_key(op.device_index, op.qpn), qp_seen, [&](const TargetQpEntry& e) {
+        return sealed(e, seed) && e.open == 1 && e.peer_key == op.initiator_key &&
+               e.expected_psn == op.psn && (e.access_flags & access) == access;
+      });
+  Unlocker<TargetQpEntry> qp_unlock{qp};
+  if (!qp) return DirectResult::kNotHere;
+
+  if (op.length != 0) {  // zero-length accesses name no memory (IBTA 9.4.4)
+    TargetMrEntry mr_seen;
+    TargetMrEntry* mr = lock_entry(table.mrs, op.rkey, mr_seen, [&](const TargetMrEntry& e) {
+      return sealed(e, seed) && e.device == op.device_index + 1 && e.pd == qp_seen.pd &&
+             (e.access & access) == access &&
+             op.va >= e.iova && op.length <= e.length && op.va - e.iova <= e.length - op.length;
+    });
+    Unlocker<TargetMrEntry> mr_unlock{mr};
+    if (!mr) return DirectResult::kNotHere;
+    const DirectResult moved = move_bytes(table, pid, op, mr_seen);
+    if (moved != DirectResult::kExecuted) return moved;
+  }
+  // Written from the snapshot and sealed over it: anything scribbled since
+  // leaves the entry unusable rather than sealed.
+  qp_seen.expected_psn = packet::psn_add(op.psn, op.packets);
+  ++qp_seen.msn;
+  qp->expected_psn = qp_seen.expected_psn;
+  qp->msn = qp_seen.msn;
+  qp->seal = seal_of(qp_seen, seed);
+  // Read without the lock by the owner's stats.
+  shared_field(qp->executed).store(qp->executed + 1, std::memory_order_relaxed);
+  return DirectResult::kExecuted;
+}
+
+}  // namespace softverbs

@@ -1,0 +1,388 @@
+// WRITEs and READs executed on the target directly (direct_execution.h),
+// through the transport: what lands, what the responder makes of it
+// afterwards, and what still travels as packets.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "emulator/same_host/shared_pages.h"
+#include "emulator/same_host/target_table.h"
+#include "emulator/transport/transport_test_fixture.h"
+
+namespace softverbs {
+namespace {
+
+using packet::Opcode;
+
+class DirectTransport : public Transport {
+ protected:
+  void SetUp() override {
+    Transport::SetUp();
+    wire_->allow_direct(true);
+  }
+};
+
+TEST_F(DirectTransport, WriteAndReadCompleteAtOnceWithNoPacketAndTheNextSendFollowsThem) {
+  Endpoint a = make_endpoint(64 * 1024), b = make_endpoint(64 * 1024);
+  connect(a, b, 100, 200, Mtu::k1024);
+  fill(a.buffer, 3);
+  fill(b.buffer, 9);
+  const std::vector<uint8_t> b_before = b.buffer;
+  // A WRITE of 10 KiB (ten packets' worth of PSNs), then a READ of 5 KiB.
+  Sge from = sge(a, 0, 10 * 1024);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 4096)), 0);
+  Sge into = sge(a, 32 * 1024, 5 * 1024);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaRead, 2, into, b, 40 * 1024)), 0);
+  // Done inside post_send: nothing was sent, and nothing is left to serve.
+  EXPECT_TRUE(sent_.empty());
+  EXPECT_EQ(wire_->queued(), 0u);
+  Completion c[2];
+  ASSERT_EQ(a.send_cq->poll(std::span<Completion>(c, 2)), 2u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRdmaWrite);
+  EXPECT_EQ(c[1].wr_id, 2u);
+  EXPECT_EQ(c[1].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[1].byte_len, 5u * 1024);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.begin() + 10 * 1024, b.buffer.begin() + 4096));
+  EXPECT_TRUE(std::equal(b.buffer.begin() + 40 * 1024, b.buffer.begin() + 45 * 1024,
+                         a.buffer.begin() + 32 * 1024));
+  EXPECT_TRUE(std::equal(b_before.begin(), b_before.begin() + 4096, b.buffer.begin()));
+  EXPECT_EQ(a.qp->counters().direct_operations, 2u);
+  EXPECT_EQ(b.qp->counters().executed_by_initiators, 2u);
+
+  // A SEND goes as a packet with the PSN after the READ's five, and the
+  // responder, having taken up where the initiator left it, expects it.
+  Sge r = sge(b, 60 * 1024, 64);
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  Sge s = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(send_of(3, s)), 0);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].opcode, Opcode::kRcSendOnly);
+  EXPECT_EQ(sent_[0].psn, 100u + 10 + 5);
+  Completion got;
+  ASSERT_TRUE(poll_one(*b.recv_cq, got));
+  EXPECT_EQ(got.status, WcStatus::kSuccess);
+  ASSERT_TRUE(poll_one(*a.send_cq, got));
+  EXPECT_EQ(got.wr_id, 3u);
+  EXPECT_EQ(got.status, WcStatus::kSuccess);
+  EXPECT_EQ(b.qp->counters().sequence_naks_sent, 0u);
+}
+
+TEST_F(DirectTransport, WhatTheResponderWouldRefuseTravelsAsPacketsAndGetsItsNak) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  const std::vector<uint8_t> b_before = b.buffer;
+  Sge from = sge(a, 0, 64);
+  // Past the end of b's MR: the responder's answer is a remote access error.
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 4096 - 32)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  EXPECT_TRUE(b.buffer == b_before);
+}
+
+TEST_F(DirectTransport, AnMrDeregisteredOnTheTargetIsNoLongerReached) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  const uint32_t rkey = b.mr->rkey();
+  Sge from = sge(a, 0, 64);
+  SendRequest write = one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0);
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  b.mr.reset();
+  fill(b.buffer, 77);
+  const std::vector<uint8_t> b_before = b.buffer;
+  write.wr_id = 2;
+  write.rkey = rkey;
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 2u);
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  EXPECT_TRUE(b.buffer == b_before);
+}
+
+TEST_F(DirectTransport, ATargetQpOutOfRtsTakesNothingDirectly) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14, /*retry=*/1);
+  QpAttributes to_error;
+  to_error.state = QpState::kErr;
+  ASSERT_EQ(b.qp->modify(to_error, kQpAttrState), 0);
+  const std::vector<uint8_t> b_before = b.buffer;
+  fill(a.buffer, 5);
+  Sge from = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  run_until_idle();
+  EXPECT_TRUE(b.buffer == b_before);
+}
+
+TEST_F(DirectTransport, WritesBehindASendInFlightGoAsPacketsInOrder) {
+  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
+  connect(a, b, 0, 0);
+  Sge r = sge(b, 0, 64);
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  Sge s = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
+  Sge from = sge(a, 4096, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 2, from, b, 4096)), 0);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 3, from, b, 4096 + 64)), 0);
+  // Sent at once behind the SEND, as an HCA would.
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 2u);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  // With nothing outstanding any more, the next one is executed directly.
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 4, from, b, 4096 + 128)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 2u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+}
+
+// Holds b's target entry as if b's responder were in it (for a process that
+// does not exist), so that the next operation on it travels.
+void hold_entry(Endpoint& b) {
+  TargetQpEntry* entry = b.qp->impl().target_entry;
+  ASSERT_NE(entry, nullptr);
+  std::atomic_ref<uint32_t>(entry->lock).store(0x7ffffffe);
+}
+void release_entry(Endpoint& b) { std::atomic_ref<uint32_t>(b.qp->impl().target_entry->lock).store(0); }
+
+TEST_F(DirectTransport, AfterADeclineLongWritesTravelAndEveryFewWaitForTheOthersToTryAgain) {
+  constexpr uint32_t kBytes = 16 * 1024;  // four packets at 4 KiB
+  Endpoint a = make_endpoint(kBytes), b = make_endpoint(11 * kBytes);
+  connect(a, b, 0, 0, Mtu::k4096);
+  hold_entry(b);
+  fill(a.buffer, 1);
+  Sge from = sge(a, 0, kBytes);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteFirst), 1u);
+  release_entry(b);
+  // The next eight travel behind it; the ninth waits for all of them to
+  // be acknowledged and is then executed directly.
+  for (uint64_t id = 2; id <= 10; ++id)
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, kBytes * id)), 0);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteFirst), 9u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  run_until_idle();
+  for (uint64_t id = 1; id <= 10; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteFirst), 9u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  EXPECT_TRUE(std::equal(a.buffer.begin(), a.buffer.end(), b.buffer.begin() + 10 * kBytes));
+}
+
+TEST_F(DirectTransport, ShortWritesBehindPacketsInFlightTravelAtOnce) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  hold_entry(b);
+  Sge from = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0)), 0);
+  release_entry(b);
+  for (uint64_t id = 2; id <= 12; ++id)
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
+  // Not one waited: packets cost a target that serves them less than a
+  // cross-memory copy costs this side.
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 12u);
+  run_until_idle();
+  for (uint64_t id = 1; id <= 12; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+  }
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+}
+
+TEST_F(DirectTransport, ShortWritesPostedAheadWithoutPollingBecomePacketsAfterSixteen) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  Sge from = sge(a, 0, 64);
+  for (uint64_t id = 1; id <= 20; ++id)
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
+  // A stream: the target serves packets while this side posts the next.
+  EXPECT_EQ(a.qp->counters().direct_operations, 16u);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 4u);
+  run_until_idle();
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  // Polled, and nothing outstanding: the next one is executed directly.
+  ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, 21, from, b, 0)), 0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 17u);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 4u);
+}
+
+// Within one process a direct copy is a memcpy, cheaper than packets at any
+// pace: a stream stays direct.
+TEST_F(DirectTransport, WithinOneProcessShortWritesPostedAheadStayDirect) {
+  wire_->direct_as_same_process(true);
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  fill(a.buffer, 5);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Sge from = sge(a, 64 * id, 64);
+    ASSERT_EQ(a.qp->post_send(one_sided(WrOpcode::kRdmaWrite, id, from, b, 64 * id)), 0);
+  }
+  EXPECT_EQ(a.qp->counters().direct_operations, 20u);
+  EXPECT_TRUE(sent_.empty());
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  EXPECT_TRUE(std::equal(a.buffer.begin() + 64, a.buffer.begin() + 21 * 64, b.buffer.begin() + 64));
+}
+
+// The target's memory became inaccessible after it was registered (made
+// PROT_NONE rather than unmapped, so that nothing else is mapped there
+// meanwhile): the guarded copy fails without a signal, and the operation
+// travels as packets, where the responder answers with the error.
+TEST_F(DirectTransport, WithinOneProcessAnInaccessibleTargetFailsAsPacketsWithoutASignal) {
+  wire_->direct_as_same_process(true);
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* gone = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  MrInit init;
+  init.addr = reinterpret_cast<uint64_t>(gone);
+  init.length = page;
+  init.iova = init.addr;
+  init.access = kAccessLocalWrite | kAccessRemoteWrite;
+  Errno err;
+  std::unique_ptr<Mr> mr = hca_->register_mr(*b.pd, init, err);
+  ASSERT_TRUE(mr) << err;
+  ASSERT_EQ(0, mprotect(gone, page, PROT_NONE));
+
+  Sge from = sge(a, 0, 64);
+  SendRequest write = one_sided(WrOpcode::kRdmaWrite, 1, from, b, 0);
+  write.remote_addr = init.addr;
+  write.rkey = mr->rkey();
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  EXPECT_EQ(count_opcode(Opcode::kRcWriteOnly), 1u);
+  run_until_idle();
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  mr.reset();
+  munmap(gone, page);
+}
+
+// The target's MR pages shared (SOFTVERBS_SHARE_MR_PAGES, shared_pages.h):
+// the initiator maps them and a direct copy is a memcpy, so a stream of
+// short ones stays direct as within one process. The target's MR lies on
+// pages of its own, as only whole pages are shared.
+class DirectIntoSharedPages : public DirectTransport {
+ protected:
+  static constexpr size_t kBytes = 256 * 1024;
+  void SetUp() override {
+    SharedPages::set_enabled(true);
+    DirectTransport::SetUp();
+    // No progress thread here: this thread stands for the target's life.
+    engine_->same_host().target_table().hold_liveness();
+    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    pages_ = static_cast<uint8_t*>(p);
+    std::memset(pages_, 9, kBytes);
+  }
+  void TearDown() override {
+    engine_->same_host().target_table().release_liveness();
+    DirectTransport::TearDown();
+    munmap(pages_, kBytes);
+    SharedPages::set_enabled(false);
+  }
+  // b's MR over the pages (held by the test, after b's PD).
+  void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr) {
+    Errno err;
+    mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
+                           kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead, err);
+    ASSERT_TRUE(mr) << err;
+    ASSERT_TRUE(mr->shared_pages()) << "the target's pages were not shared";
+    rkey_ = mr->rkey();
+  }
+  SendRequest into_pages(WrOpcode opcode, uint64_t wr_id, Sge& local, uint64_t offset) {
+    SendRequest wr = send_of(wr_id, local);
+    wr.opcode = opcode;
+    wr.remote_addr = reinterpret_cast<uint64_t>(pages_) + offset;
+    wr.rkey = rkey_;
+    return wr;
+  }
+  uint8_t* pages_ = nullptr;
+  uint32_t rkey_ = 0;
+};
+
+TEST_F(DirectIntoSharedPages, ShortWritesAndReadsPostedAheadStayDirect) {
+  Endpoint a = make_endpoint(kBytes), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::unique_ptr<Mr> mr;
+  register_pages(b, mr);
+  fill(a.buffer, 5);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    Sge from = sge(a, 64 * id, 64);
+    ASSERT_EQ(a.qp->post_send(into_pages(WrOpcode::kRdmaWrite, id, from, 64 * id)), 0);
+  }
+  Sge into = sge(a, 100 * 1024, 4096);
+  ASSERT_EQ(a.qp->post_send(into_pages(WrOpcode::kRdmaRead, 21, into, 200 * 1024)), 0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 21u);
+  EXPECT_TRUE(sent_.empty());
+  for (uint64_t id = 1; id <= 21; ++id) {
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.wr_id, id);
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+  }
+  EXPECT_TRUE(std::equal(a.buffer.begin() + 64, a.buffer.begin() + 21 * 64, pages_ + 64));
+  EXPECT_EQ(pages_[63], 9);
+  EXPECT_EQ(pages_[21 * 64], 9);
+  EXPECT_TRUE(std::all_of(a.buffer.begin() + 100 * 1024, a.buffer.begin() + 104 * 1024,
+                          [](uint8_t v) { return v == 9; }));
+  EXPECT_EQ(b.qp->counters().executed_by_initiators, 21u);
+}
+
+TEST_F(DirectIntoSharedPages, AfterDeregistrationTheSharedPagesAreNoLongerReached) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::unique_ptr<Mr> mr;
+  register_pages(b, mr);
+  fill(a.buffer, 5);
+  Sge from = sge(a, 0, 64);
+  SendRequest write = into_pages(WrOpcode::kRdmaWrite, 1, from, 0);
+  ASSERT_EQ(a.qp->post_send(write), 0);  // maps the pages here
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(pages_[0], a.buffer[0]);
+  mr.reset();
+  std::memset(pages_, 77, kBytes);
+  write.wr_id = 2;
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  run_until_idle();
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.wr_id, 2u);
+  EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(a.qp->counters().direct_operations, 1u);
+  EXPECT_TRUE(std::all_of(pages_, pages_ + kBytes, [](uint8_t v) { return v == 77; }));
+}
+
+}  // namespace
+}  // namespace softverbs

@@ -1,0 +1,92 @@
+// The door to the same-host shortcuts of one engine. Between QPs of one
+// host a frame, a WRITE or a READ may skip the packet path three ways:
+//
+//   local delivery    both QPs in this process: the frame is handed over
+//                     by the sending thread, without the wire or an ICRC
+//                     (local_delivery.h)
+//   runs              the MTU segments of a SEND or WRITE as one frame
+//                     whose payload the receiver pulls from the sender's
+//                     memory (run_frame.h)
+//   direct execution  a WRITE or READ executed by the initiator on the
+//                     target's published QP and MR entries, with no packet
+//                     and no target CPU (direct_execution.h)
+//
+// Each has its switch (SOFTVERBS_LOCAL_DELIVERY, SOFTVERBS_RUNS,
+// SOFTVERBS_DIRECT, =0 turns it off), and every one is off while a fault
+// plan or a capture must see every packet. Which way one WQE of a QP takes
+// is its SameHostRoute's choice (same_host_route.h); this object says what
+// the host allows.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "emulator/wire/same_host_peers.h"
+#include "emulator/wire/wire.h"
+
+namespace softverbs {
+
+class TargetTable;
+namespace fault {
+class FaultInjector;
+}
+
+class SameHost {
+ public:
+  // `peers`: the part of the wire that reaches this host's processes (null:
+  // none, the runs and direct execution never happen); it must outlive this
+  // object, as must `faults` (null: no fault injector). With
+  // `local_delivery`, frames between QPs of this process skip the wire
+  // (unless SOFTVERBS_LOCAL_DELIVERY=0).
+  SameHost(SameHostPeers* peers, const fault::FaultInjector* faults, bool local_delivery);
+  ~SameHost();
+  SameHost(const SameHost&) = delete;
+  SameHost& operator=(const SameHost&) = delete;
+
+  // Local delivery: whether the QP at `dst` is in this process, told
+  // without a lock by a bit per QPN, set and cleared with the engine's QP
+  // table.
+  bool delivers_locally(const WireAddress& dst) const;
+  void mark_local_qpn(uint32_t device_index, uint32_t qpn, bool here);
+
+  // Runs: whether one may go to `dst` now (accepted there, not refused
+  // here, no fault plan in force). refuse_runs(): the kernel refused a
+  // pull here, so peers stop sending them, for good.
+  bool runs_allowed(const WireAddress& dst);
+  void refuse_runs();
+
+  // Direct execution: this process's target table; whether an initiator
+  // of this process may execute at all; the target area of the process
+  // serving `dst` (empty: packets). refuse_direct(): the kernel refused
+  // cross-memory attach, for good.
+  TargetTable& target_table() { return *target_table_; }
+  bool direct_possible() const;
+  PeerTargetArea direct_target(const WireAddress& dst);
+  void refuse_direct() { direct_refused_.store(true, std::memory_order_relaxed); }
+
+  // A fault plan or a capture came or went: what this process accepts from
+  // peers follows.
+  void fault_plan_changed();
+  // The process ends: initiators stop executing here.
+  void stop_accepting();
+
+ private:
+  bool faults_need_every_packet() const;
+
+  SameHostPeers* peers_;
+  const fault::FaultInjector* faults_;
+  bool runs_enabled_ = true;                    // SOFTVERBS_RUNS
+  std::atomic<bool> runs_refused_here_{false};  // a pull was refused: for good
+  bool direct_enabled_ = true;                  // SOFTVERBS_DIRECT
+  std::atomic<bool> direct_refused_{false};     // cross-memory attach refused: for good
+  std::unique_ptr<TargetTable> target_table_;
+  // One bit per QPN below kQpnTableSize, per device (calloc'd: pages are
+  // touched only where QPNs are); null when local delivery is off.
+  struct FreeDeleter {
+    void operator()(uint64_t* p) const;
+  };
+  std::unique_ptr<uint64_t[], FreeDeleter> local_qpns_;
+};
+
+}  // namespace softverbs

@@ -1,0 +1,166 @@
+// The choices of a QP's same-host route (same_host_route.h).
+#include "emulator/same_host/same_host_route.h"
+
+#include <algorithm>
+
+#include "emulator/objects/qp_impl.h"
+#include "emulator/same_host/direct_execution.h"
+#include "emulator/same_host/same_host.h"
+
+namespace softverbs {
+namespace {
+
+// A WRITE or READ up to this size may be executed on the target directly:
+// the copy runs in the posting thread, so a larger one goes as a run,
+// whose copy the target makes.
+constexpr uint64_t kDirectMaxBytes = 4u << 20;
+
+// Below this size, packets cost a target that is serving packets anyway
+// less than a cross-memory copy costs the initiator: a WRITE or READ that
+// small is executed directly only on a target that would have to be woken
+// (its progress thread asleep, no application thread polling), and never
+// waits for packets in flight to do so. From this size on (that of runs)
+// the one copy always wins. (Neither rule holds where the copy is a memcpy:
+// within one process, or into an MR whose pages the target shares.)
+constexpr uint64_t kDirectAlwaysBytes = 16 * 1024;
+// More WRs than this started since the application last polled the send
+// CQ make a stream (a bandwidth loop posting ahead): its short WRITEs and
+// READs go as packets, which the target serves while this side posts the
+// next, instead of each costing this side a cross-memory copy. A program
+// that waits for each (a latency loop) polls in between.
+constexpr uint32_t kStreamStarts = 16;
+
+// How many WRITEs and READs go as packets before direct execution is tried
+// again after it failed, at first and at most.
+constexpr uint32_t kDirectProbeFirst = 8;
+constexpr uint32_t kDirectProbeMost = 4096;
+
+// A SEND or WRITE with at least this much left goes as a run (one frame,
+// payload pulled by the receiver with one copy) where the wire allows.
+constexpr uint64_t kRunMinBytes = 16 * 1024;
+
+}  // namespace
+
+void SameHostRoute::reset() {
+  direct_working_ = true;
+  direct_probe_in_ = direct_probe_interval_ = 0;
+}
+
+SameHostRoute::Travel SameHostRoute::choose(const SendWqe& w, bool quiet) {
+  if (!direct_fits(w)) return Travel::kPackets;
+  // A short one in a stream only if the copy is a memcpy.
+  direct_without_call_only_ =
+      w.length < kDirectAlwaysBytes && streaming() && !target_in_this_process();
+  if (direct_without_call_only_ && w.rkey == rkey_needing_call_) return Travel::kPackets;
+  // Only with nothing outstanding: then the responder has taken every
+  // earlier request, and this one is next in its order as on the wire.
+  if (quiet) return Travel::kDirect;
+  if (w.length < kDirectAlwaysBytes) return Travel::kPackets;
+  // Behind a SEND or an atomic it goes as packets, as an HCA would send it
+  // at once (a WQE held here has not begun, which SQD would see).
+  if ((direct_working_ || direct_probe_in_ == 0) && only_one_sided_outstanding() &&
+      !qp_.engine->same_host().direct_target(qp_.destination()).bytes.empty())
+    return Travel::kAfterAcks;  // the acknowledgement runs the requester again
+  if (direct_probe_in_ != 0) --direct_probe_in_;
+  return Travel::kPackets;
+}
+
+bool SameHostRoute::direct_fits(const SendWqe& w) const {
+  return qp_.type == QpType::kRc && qp_.attr.state == QpState::kRts &&
+         (w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaRead) &&
+         w.length <= kDirectMaxBytes && qp_.port_up() && !qp_.migration_in_use() &&
+         qp_.engine->same_host().direct_possible();
+}
+
+bool SameHostRoute::target_in_this_process() {
+  return qp_.engine->same_host().direct_target(qp_.destination()).same_process;
+}
+
+bool SameHostRoute::streaming() {
+  const uint64_t polls = qp_.send_cq->impl().polls.load(std::memory_order_relaxed);
+  if (polls != polls_seen_) {
+    polls_seen_ = polls;
+    starts_since_poll_ = 0;
+  }
+  return ++starts_since_poll_ > kStreamStarts;
+}
+
+bool SameHostRoute::only_one_sided_outstanding() const {
+  const SendQueue& sq = qp_.sq;
+  for (uint64_t n = sq.head; n != sq.next; ++n) {
+    const SendWqe& w = sq.at(n);
+    if (!w.done && w.opcode != WrOpcode::kRdmaWrite && w.opcode != WrOpcode::kRdmaRead)
+      return false;
+  }
+  return true;
+}
+
+void SameHostRoute::direct_declined() {
+  direct_working_ = false;
+  direct_probe_interval_ = direct_probe_interval_ == 0
+                               ? kDirectProbeFirst
+                               : std::min(direct_probe_interval_ * 2, kDirectProbeMost);
+  direct_probe_in_ = direct_probe_interval_;
+}
+
+bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn) {
+  SameHost& same_host = qp_.engine->same_host();
+  const PeerTargetArea target = same_host.direct_target(qp_.destination());
+  if (target.bytes.empty()) {
+    direct_declined();
+    return false;
+  }
+  // A short one for an attentive target only if the copy is a memcpy.
+  const bool without_call_only = direct_without_call_only_ || (w.length < kDirectAlwaysBytes &&
+                                                               target.attentive &&
+                                                               !target.same_process);
+  if (without_call_only && w.rkey == rkey_needing_call_) return false;
+  RunFrame local;  // its pieces: where the bytes are in this process
+  if (w.inline_len) {
+    local.pieces[0] = RunPiece{reinterpret_cast<uint64_t>(qp_.sq.inline_at(index)), w.length};
+    local.piece_count = 1;
+  } else {
+    const Sge* sges = qp_.sq.sges_at(index);
+    const WcStatus st = w.is_read()
+                            ? qp_.describe_destination(sges, w.num_sge, 0, w.length, local)
+                            : qp_.describe(sges, w.num_sge, 0, w.length, local);
+    if (st != WcStatus::kSuccess) return false;  // the packets' to report
+  }
+  const DirectOperation op{
+      .read = w.is_read(),
+      .initiator_key = target_qp_key(qp_.device_index, qp_.qpn),
+      .device_index = qp_.peer_device_index,
+      .qpn = qp_.attr.dest_qp_num,
+      .psn = psn,
+      .packets = qp_.requester.packets_of(w),
+      .rkey = w.rkey,
+      .va = w.remote_addr,
+      .length = w.length,
+      .local = std::span<const RunPiece>(local.pieces.data(), local.piece_count),
+      .same_process = target.same_process,
+      .only_without_system_call = without_call_only,
+  };
+  switch (execute_directly(target.bytes, op)) {
+    case DirectResult::kRefused:
+      same_host.refuse_direct();
+      direct_declined();
+      return false;
+    case DirectResult::kNotHere: direct_declined(); return false;
+    case DirectResult::kNeedsSystemCall:
+      rkey_needing_call_ = w.rkey;  // its short ones go as packets from now on
+      return false;
+    case DirectResult::kExecuted: break;
+  }
+  direct_working_ = true;
+  direct_probe_interval_ = 0;
+  return true;
+}
+
+bool SameHostRoute::as_run(const SendWqe& w, uint64_t sent, uint32_t in_flight,
+                           uint32_t window) const {
+  if (w.inline_len || w.length - sent < kRunMinBytes) return false;
+  if (in_flight + 2 > window) return false;
+  return qp_.engine->same_host().runs_allowed(qp_.destination());
+}
+
+}  // namespace softverbs

@@ -1,0 +1,86 @@
+// How the WQEs of one QP travel to a peer of this host. The requester asks
+// once per WQE, before anything of it is sent, and again only if the answer
+// was to wait; this object keeps what it learnt from earlier answers (does
+// direct execution work on this peer, does this R_Key need a system call,
+// is the application streaming), so the requester's machine holds only the
+// transport's own state. The ways (same_host.h):
+//
+//   WRITE/READ up to 4 MiB, nothing outstanding -> executed directly
+//   short WRITE/READ behind packets              -> packets
+//   longer WRITE/READ behind other WRITE/READs   -> wait for their ACKs, then
+//                                                   executed directly
+//   anything else                                -> packets; 16 KiB or more
+//                                                   of a SEND or WRITE as runs
+//
+// Guarded by the QP's lock, like the requester that owns it.
+#pragma once
+
+#include <cstdint>
+
+#include "emulator/transport/send_queue.h"
+
+namespace softverbs {
+
+struct QpImpl;
+
+class SameHostRoute {
+ public:
+  explicit SameHostRoute(QpImpl& qp) : qp_(qp) {}
+
+  enum class Travel {
+    kPackets,    // the packet path (segments or runs: as_run())
+    kDirect,     // execute() it now
+    kAfterAcks,  // ask again once what is outstanding is acknowledged
+  };
+  // For WQE `w` whose transmission has not begun; `quiet`: nothing of
+  // this QP is outstanding (no packet unacknowledged, no READ or atomic
+  // unanswered), so the target's responder has taken every earlier request.
+  Travel choose(const SendWqe& w, bool quiet);
+
+  // Executes WRITE or READ `w` (at SQ index `index`, first PSN `psn`) on
+  // the target process directly. false: nothing happened, it goes as
+  // packets (where the responder gives the exact answer a failure deserves).
+  bool execute(const SendWqe& w, uint64_t index, uint32_t psn);
+
+  // Whether the rest of SEND or WRITE `w`, `sent` bytes of it already
+  // out, goes as one run, with `in_flight` packets unacknowledged of a
+  // window of `window`.
+  bool as_run(const SendWqe& w, uint64_t sent, uint32_t in_flight, uint32_t window) const;
+
+  // The QP was reset: direct execution is worth trying again at once.
+  void reset();
+
+ private:
+  // Whether direct execution may be asked for `w` at all.
+  bool direct_fits(const SendWqe& w) const;
+  // Direct execution did not happen: a later try, spaced out.
+  void direct_declined();
+  // Every WQE sent and not done is a WRITE or READ.
+  bool only_one_sided_outstanding() const;
+  // Counts a WQE started: true when the application posts ahead without
+  // polling the send CQ in between (same_host_route.cc, kStreamStarts).
+  bool streaming();
+  // The target QP lives in this process: a direct copy is a memcpy there,
+  // cheaper than packets at any size and pace.
+  bool target_in_this_process();
+
+  QpImpl& qp_;
+  // While direct execution works, a WRITE or READ posted behind packets
+  // in flight waits for them to be acknowledged and is then executed
+  // directly, so a stream of them does not stay on packets for good. While
+  // it does not, every `direct_probe_interval_`-th such WQE waits and tries
+  // again (the interval doubles up to a limit with each failure).
+  bool direct_working_ = true;
+  uint32_t direct_probe_in_ = 0;
+  uint32_t direct_probe_interval_ = 0;
+  // The WQE at hand is short and may be executed directly only if its
+  // bytes move without a system call (kDirectAlwaysBytes).
+  bool direct_without_call_only_ = false;
+  // An R_Key whose MR only a system call reaches: short ones to it go as
+  // packets without asking again (0: none; no MR has R_Key 0).
+  uint32_t rkey_needing_call_ = 0;
+  uint64_t polls_seen_ = 0;         // the send CQ's poll count at the last look
+  uint32_t starts_since_poll_ = 0;  // short one-sided WQEs started since it changed
+};
+
+}  // namespace softverbs

@@ -1,0 +1,49 @@
+// What a wire between processes of one host offers besides frames: the
+// target areas in which processes publish their QPs and MRs for initiators
+// to execute on (emulator/same_host/direct_execution.h), and whether a
+// process takes runs (emulator/same_host/run_frame.h). Only the engine's
+// same-host door (emulator/same_host/same_host.h) uses it; wrappers of a
+// wire (the fault injector, the routed wire) carry frames only and need
+// not know it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "emulator/wire/wire.h"
+
+namespace softverbs {
+
+// A peer process's target area (emulator/same_host/target_table_layout.h):
+// shared memory in which it publishes what an initiator needs to execute a
+// one-sided operation on it directly. `keep` holds the mapping for as long
+// as the caller uses `bytes`.
+struct PeerTargetArea {
+  std::shared_ptr<const void> keep;
+  std::span<uint8_t> bytes;
+  // The peer serves packets now without being woken: its progress thread
+  // is awake or an application thread of it polls.
+  bool attentive = false;
+  // The peer is this very process: its memory is ours to copy, no system
+  // call needed.
+  bool same_process = false;
+};
+
+class SameHostPeers {
+ public:
+  virtual ~SameHostPeers() = default;
+
+  // Runs name payload in the sender's memory, so only a process of this
+  // host that says it accepts them takes them. set_accepting_runs() says
+  // so for this process.
+  virtual bool accepts_runs(const WireAddress& dst) = 0;
+  virtual void set_accepting_runs(bool accepting) = 0;
+
+  // The target area of this process, and that of the process serving
+  // `dst` (empty: no such peer on this host).
+  virtual std::span<uint8_t> own_target_area() = 0;
+  virtual PeerTargetArea peer_target_area(const WireAddress& dst) = 0;
+};
+
+}  // namespace softverbs
