@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conformance/peer_pair.h"
@@ -221,6 +222,69 @@ TEST(PeerDeath, KilledPeerEndsInRetryExcErrAndTheDeviceKeepsWorking) {
   if (::testing::Test::HasFailure()) return;
 
   expect_two_new_processes_transfer();
+}
+
+// The other side of the same rule: an HCA answers for its host whatever the
+// host's CPUs do, so a peer process that does not run (stopped here with
+// SIGSTOP, as a debugger or an overloaded machine stops it) for far longer
+// than timeout and retry_cnt allow is not a lost peer. A SEND posted while
+// it is stopped completes once it runs again, with no retry spent. (softverbs
+// waits for a peer of its host that has not served what it was sent:
+// docs/faults.md, "Timers and a peer that has not run"; SOFTVERBS_TIMERS=wall
+// makes this test fail with IBV_WC_RETRY_EXC_ERR.)
+TEST(PeerStopped, ASendToAStoppedPeerCompletesOnceItRunsAgain) {
+  if (peer_is_remote()) GTEST_SKIP() << "stops its peer with a signal: a process of this host";
+  constexpr uint8_t kShortTimeout = 8;  // 4.096 us * 2^8 = 1.05 ms
+  constexpr uint8_t kRetryCnt = 1;
+  constexpr auto kStopped = 300ms;      // 140 times what the timer allows
+  constexpr uint32_t kLength = 100;
+  RcParameters params;
+  params.timeout = kShortTimeout;
+  params.retry_cnt = kRetryCnt;
+  with_connected_pair(symmetric_options(params), [&](Endpoint& local, RemoteEndpoint& remote,
+                                                     const EndpointInfo& info) {
+    ASSERT_EQ(0, remote.post_recv({40, 0, 4096})) << remote.why();
+    local.fill(0, kLength, 77);
+    ASSERT_EQ(0, ::kill(info.pid, SIGSTOP));
+    siginfo_t stopped{};
+    ASSERT_EQ(0, waitid(P_PID, static_cast<id_t>(info.pid), &stopped, WSTOPPED | WNOWAIT))
+        << std::strerror(errno);
+    struct Resume {
+      pid_t pid;
+      ~Resume() { ::kill(pid, SIGCONT); }
+    } resume{info.pid};
+
+    SendSpec send;
+    send.wr_id = 1;
+    send.length = kLength;
+    ASSERT_EQ(0, local.post_send(send));
+    // Poll meanwhile, as a program waiting for its completion does: the
+    // timer runs, and a kernel provider's responder may answer already.
+    std::vector<ibv_wc> sent;
+    const auto until = Clock::now() + kStopped;
+    while (Clock::now() < until && sent.empty()) ASSERT_EQ(0, local.poll(Queue::kSend, 0, sent));
+    if (sent.empty()) std::this_thread::sleep_until(until);
+    ASSERT_EQ(0, ::kill(info.pid, SIGCONT));
+    if (sent.empty()) ASSERT_EQ(0, local.poll(Queue::kSend, 1, sent));
+    expect_completion(sent[0], 1, IBV_WC_SUCCESS, "the SEND to the peer that was stopped");
+    EXPECT_EQ(IBV_QPS_RTS, local.state()) << qp_state_name(local.state());
+
+    std::vector<ibv_wc> received;
+    ASSERT_EQ(0, remote.poll(Queue::kRecv, 1, received)) << remote.why();
+    expect_completion(received[0], 40, IBV_WC_SUCCESS, "its receive");
+    std::optional<ByteMismatch> wrong;
+    ASSERT_EQ(0, remote.check(0, kLength, 77, wrong)) << remote.why();
+    EXPECT_FALSE(wrong) << describe_mismatch(*wrong);
+
+    std::string stats;
+    if (soft_control_available() && soft_control("stats", stats) == 0) {
+      EXPECT_EQ(0u, qp_counter(stats, local.qp()->qp_num, "retransmit_timeouts").value_or(1))
+          << stats;
+      EXPECT_GE(qp_counter(stats, local.qp()->qp_num, "retransmit_timeouts_waited").value_or(0),
+                1u)
+          << stats;
+    }
+  });
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "emulator/host/gsi_routing.h"
 #include "emulator/objects/hca_impl.h"
 #include "emulator/objects/qp_impl.h"
+#include "emulator/same_host/fair_timeout.h"
 #include "emulator/same_host/local_delivery.h"
 #include "emulator/same_host/run_frame.h"
 #include "emulator/sync/internal_thread.h"
@@ -204,7 +205,8 @@ Engine::Engine(Config config)
       keepalive_(std::move(config.keepalive)),
       capture_(std::move(config.capture)),
       fault_injector_(config.fault_injector),
-      same_host_(config.same_host_peers, config.fault_injector, config.local_delivery) {
+      same_host_(config.same_host_peers, config.fault_injector,
+                 SameHost::Settings{config.local_delivery, config.fair_timers}) {
   multicast_ = config.multicast ? std::move(config.multicast)
                                 : std::make_unique<LocalMulticastDirectory>();
   cm_ports_ = config.cm_ports ? std::move(config.cm_ports)
@@ -344,6 +346,13 @@ Engine* Engine::process(Errno& err) {
   auto* routed = dynamic_cast<RoutedWire*>(wire.get());
   auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
   injector->set_plan(plan);
+  bool fair_timers = true;
+  std::string timers_error;
+  if (!parse_timer_mode(std::getenv("SOFTVERBS_TIMERS"), fair_timers, timers_error)) {
+    std::fprintf(stderr, "softverbs: %s\n", timers_error.c_str());
+    err = EINVAL;
+    return nullptr;
+  }
   std::string capture_error;
   std::shared_ptr<capture::PacketCapture> capture =
       capture::PacketCapture::from_environment(capture_error);
@@ -363,6 +372,7 @@ Engine* Engine::process(Errno& err) {
   config.keepalive = registry;
   config.capture = capture;
   config.local_delivery = true;
+  config.fair_timers = fair_timers;
   g_process_engine = new Engine(std::move(config));
   // What the kernel's release of a dead process's locks does not do: free
   // the slot's names now, and let the last process remove the segments.

@@ -117,6 +117,9 @@ class Engine {
     // The process engine's do (unless SOFTVERBS_LOCAL_DELIVERY=0); a test that must
     // see every frame on its wire leaves it off.
     bool local_delivery = false;
+    // Local ACK timeouts wait for a peer of this host that has not run
+    // (emulator/same_host/fair_timeout.h); SOFTVERBS_TIMERS=wall: false.
+    bool fair_timers = true;
   };
 
   explicit Engine(Config config);

@@ -34,9 +34,15 @@ size_t Engine::progress(size_t budget) {
 }
 
 size_t Engine::serve_intake_locked(size_t budget) {
-  AckBatch acks;  // sent before the intake lock goes
-  const size_t served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
-  run_due_timers();
+  size_t served = 0;
+  {
+    AckBatch acks;  // sent at the end of this block, before the intake lock goes
+    served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
+    run_due_timers();
+  }
+  // Everything taken is answered: peers' timers may count from here on
+  // (fair_timeout.h).
+  same_host_.intake_pass_ended();
   return served;
 }
 

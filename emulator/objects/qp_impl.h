@@ -118,6 +118,8 @@ struct QpImpl {
   bool port_up() const { return engine->port_up(device_index, attr.port_num); }
   // Where a connected QP's packets go.
   WireAddress destination() const { return WireAddress{peer_device_index, attr.dest_qp_num}; }
+  // This QP's own address on the wire.
+  WireAddress own_address() const { return WireAddress{device_index, qpn}; }
 
   // ---- the QP's operations (qp.cc)
   Errno modify(const QpAttributes& a, uint32_t mask);

@@ -20,15 +20,15 @@ bool switched_off(const char* variable) {
 
 void SameHost::FreeDeleter::operator()(uint64_t* p) const { std::free(p); }
 
-SameHost::SameHost(SameHostPeers* peers, const fault::FaultInjector* faults,
-                   bool local_delivery)
+SameHost::SameHost(SameHostPeers* peers, const fault::FaultInjector* faults, Settings settings)
     : peers_(peers),
       faults_(faults),
       runs_enabled_(!switched_off("SOFTVERBS_RUNS")),
       direct_enabled_(!switched_off("SOFTVERBS_DIRECT")),
+      fair_timers_(settings.fair_timers),
       target_table_(std::make_unique<TargetTable>(peers ? peers->own_target_area()
                                                         : std::span<uint8_t>{})) {
-  if (local_delivery && !switched_off("SOFTVERBS_LOCAL_DELIVERY"))
+  if (settings.local_delivery && !switched_off("SOFTVERBS_LOCAL_DELIVERY"))
     local_qpns_.reset(static_cast<uint64_t*>(
         std::calloc(kMaxRegistryDevices * kQpnTableSize / 64, sizeof(uint64_t))));
   fault_plan_changed();
@@ -82,6 +82,12 @@ bool SameHost::direct_possible() const {
 PeerTargetArea SameHost::direct_target(const WireAddress& dst) {
   if (!direct_possible() || dst.device_index == WireAddress::kOffHost) return {};
   return peers_->peer_target_area(dst);
+}
+
+std::optional<IntakeBacklog> SameHost::intake_backlog(const WireAddress& dst) {
+  // Between hosts the peer's CPU is its own business, as with an HCA's.
+  if (!fair_timers_ || !peers_ || dst.device_index == WireAddress::kOffHost) return std::nullopt;
+  return peers_->intake_backlog(dst);
 }
 
 void SameHost::fault_plan_changed() {

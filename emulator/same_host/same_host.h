@@ -15,12 +15,14 @@
 // SOFTVERBS_DIRECT, =0 turns it off), and every one is off while a fault
 // plan or a capture must see every packet. Which way one WQE of a QP takes
 // is its SameHostRoute's choice (same_host_route.h); this object says what
-// the host allows.
+// the host allows. It also tells a QP's local ACK timer whether the peer
+// had its turn (fair_timeout.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "emulator/wire/same_host_peers.h"
 #include "emulator/wire/wire.h"
@@ -34,12 +36,18 @@ class FaultInjector;
 
 class SameHost {
  public:
+  struct Settings {
+    // Frames between QPs of this process skip the wire (unless
+    // SOFTVERBS_LOCAL_DELIVERY=0).
+    bool local_delivery = false;
+    // Local ACK timeouts wait for a peer of this host that has not run
+    // (fair_timeout.h; SOFTVERBS_TIMERS=wall: false).
+    bool fair_timers = true;
+  };
   // `peers`: the part of the wire that reaches this host's processes (null:
   // none, the runs and direct execution never happen); it must outlive this
-  // object, as must `faults` (null: no fault injector). With
-  // `local_delivery`, frames between QPs of this process skip the wire
-  // (unless SOFTVERBS_LOCAL_DELIVERY=0).
-  SameHost(SameHostPeers* peers, const fault::FaultInjector* faults, bool local_delivery);
+  // object, as must `faults` (null: no fault injector).
+  SameHost(SameHostPeers* peers, const fault::FaultInjector* faults, Settings settings);
   ~SameHost();
   SameHost(const SameHost&) = delete;
   SameHost& operator=(const SameHost&) = delete;
@@ -65,6 +73,15 @@ class SameHost {
   PeerTargetArea direct_target(const WireAddress& dst);
   void refuse_direct() { direct_refused_.store(true, std::memory_order_relaxed); }
 
+  // Fair timers (fair_timeout.h): whether they are on; the backlog of the
+  // process serving `dst` (nullopt: off, another host, no such live
+  // process); the end of a pass of this process's intake.
+  bool fair_timers() const { return fair_timers_; }
+  std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst);
+  void intake_pass_ended() {
+    if (peers_) peers_->intake_pass_ended();
+  }
+
   // A fault plan or a capture came or went: what this process accepts from
   // peers follows.
   void fault_plan_changed();
@@ -80,6 +97,7 @@ class SameHost {
   std::atomic<bool> runs_refused_here_{false};  // a pull was refused: for good
   bool direct_enabled_ = true;                  // SOFTVERBS_DIRECT
   std::atomic<bool> direct_refused_{false};     // cross-memory attach refused: for good
+  bool fair_timers_ = true;
   std::unique_ptr<TargetTable> target_table_;
   // One bit per QPN below kQpnTableSize, per device (calloc'd: pages are
   // touched only where QPNs are); null when local delivery is off.

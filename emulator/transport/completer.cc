@@ -269,6 +269,7 @@ void Completer::advance_una(uint32_t psn) {
   resend_pending_ = false;
   // Forward progress restarts the retry budget (IBTA 9.7.6.1.3).
   retries_left_ = qp_.attr.retry_cnt;
+  fair_timeout_.reset();
   retransmit_deadline_ns_ = 0;
   if (una_psn_ != qp_.requester.next_psn()) arm_retransmit_timer();
 }
@@ -436,6 +437,21 @@ void Completer::arm_retransmit_timer() {
   schedule(retransmit_deadline_ns_);
 }
 
+void Completer::local_ack_timeout() {
+  // A peer of this host that has not run since is waited for: the timer is
+  // re-armed by on_timer, no retry spent (fair_timeout.h).
+  if (fair_timeout_.wait_again(qp_.engine->same_host(), qp_.own_address(), qp_.destination())) {
+    ++qp_.counters.retransmit_timeouts_waited;
+    return;
+  }
+  fair_timeout_.reset();
+  ++qp_.counters.retransmit_timeouts;
+  if (retries_exhausted())
+    fail_oldest(WcStatus::kRetryExcErr);
+  else
+    resend_outstanding();
+}
+
 void Completer::on_timer(uint64_t now_ns) {
   if (queued_deadline_ns_ && queued_deadline_ns_ <= now_ns) queued_deadline_ns_ = 0;
   if (rnr_deadline_ns_ && now_ns >= rnr_deadline_ns_) {
@@ -444,13 +460,7 @@ void Completer::on_timer(uint64_t now_ns) {
   }
   if (retransmit_deadline_ns_ && now_ns >= retransmit_deadline_ns_) {
     retransmit_deadline_ns_ = 0;
-    if (una_psn_ != qp_.requester.next_psn()) {
-      ++qp_.counters.retransmit_timeouts;
-      if (retries_exhausted())
-        fail_oldest(WcStatus::kRetryExcErr);
-      else
-        resend_outstanding();
-    }
+    if (una_psn_ != qp_.requester.next_psn()) local_ack_timeout();
   }
   // Liveness: while packets are unacknowledged a timer must run.
   if (qp_.can_send() && una_psn_ != qp_.requester.next_psn()) arm_retransmit_timer();

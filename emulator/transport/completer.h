@@ -14,6 +14,7 @@
 
 #include "emulator/packet/codec.h"
 #include "emulator/packet/headers.h"
+#include "emulator/same_host/fair_timeout.h"
 #include "emulator/transport/read_arrivals.h"
 #include "emulator/transport/send_queue.h"
 
@@ -84,6 +85,8 @@ class Completer {
   };
   Acknowledgement acknowledge_before(uint32_t psn);
   void advance_una(uint32_t psn);
+  // The local ACK timer expired with requests outstanding (IBTA 9.7.6.1.3).
+  void local_ack_timeout();
   bool take_acknowledgement(uint32_t psn);
   void resend_from(uint32_t psn);
   // Takes one retry of retry_cnt; true when none is left and the QP could
@@ -110,6 +113,7 @@ class Completer {
   uint64_t retransmit_deadline_ns_ = 0;  // 0: not armed
   uint64_t rnr_deadline_ns_ = 0;         // 0: not waiting
   uint64_t queued_deadline_ns_ = 0;      // the soonest entry in the timer queue, 0: none
+  FairTimeout fair_timeout_;             // a peer of this host that has not run is waited for
 };
 
 }  // namespace softverbs

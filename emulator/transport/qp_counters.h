@@ -12,6 +12,7 @@ namespace softverbs {
   X(packets_dropped_unfit, "packets dropped: wrong transport or direction for this QP, a state that takes none, or a P_Key mismatch") \
   X(retransmitted_packets, "request packets sent again (go back N)")              \
   X(retransmit_timeouts, "local ACK timeouts (IBTA 9.7.6.1.3)")                   \
+  X(retransmit_timeouts_waited, "local ACK timeouts re-armed, no retry spent: the peer of this host had not run yet") \
   X(rnr_naks_sent, "RNR NAKs sent: no receive WQE")                               \
   X(rnr_naks_received, "RNR NAKs received")                                       \
   X(sequence_naks_sent, "PSN sequence error NAKs sent")                           \

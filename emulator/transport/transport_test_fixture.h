@@ -49,6 +49,9 @@ class Transport : public ::testing::Test {
   // Set before SetUp to let frames between the fixture's QPs skip the wire
   // (local_delivery.h); off, the wire sees every frame.
   bool local_delivery_ = false;
+  // Set before SetUp to count every local ACK timeout, even while the ACK
+  // waits unserved in the intake (fair_timeout.h).
+  bool fair_timers_ = true;
 
   void SetUp() override {
     auto wire = std::make_unique<LoopbackWire>();
@@ -71,6 +74,7 @@ class Transport : public ::testing::Test {
     config.clock = &clock_;
     config.progress_thread = false;
     config.local_delivery = local_delivery_;
+    config.fair_timers = fair_timers_;
     engine_ = std::make_unique<Engine>(std::move(config));
     Errno err;
     hca_ = Hca::open_on(*engine_, 0, err);

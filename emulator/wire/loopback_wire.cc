@@ -7,6 +7,7 @@ bool LoopbackWire::send(const WireAddress&, std::span<const uint8_t> frame) {
   ++counters_.frames_sent;
   if (filter_ && !filter_(frame)) return true;  // lost on the wire
   frames_.emplace_back(frame.begin(), frame.end());
+  ++frames_queued_;
   return true;
 }
 

@@ -53,6 +53,13 @@ class LoopbackWire final : public Wire, public SameHostPeers {
     if (!direct_allowed_) return {};
     return PeerTargetArea{target_area_, target_area_->bytes, false, direct_same_process_};
   }
+  // Every QP is served by this process's one queue: its backlog is what
+  // was queued and not yet taken.
+  std::optional<IntakeBacklog> intake_backlog(const WireAddress&) override {
+    std::lock_guard lock(mutex_);
+    return IntakeBacklog{frames_queued_, counters_.frames_received, UINT64_MAX};
+  }
+  void intake_pass_ended() override {}
 
  private:
   Filter filter_;
@@ -61,6 +68,7 @@ class LoopbackWire final : public Wire, public SameHostPeers {
   mutable std::mutex mutex_;
   std::deque<std::vector<uint8_t>> frames_;
   WireCounters counters_;
+  uint64_t frames_queued_ = 0;  // ever
   bool runs_allowed_ = false;
   bool accepting_runs_ = false;
   bool direct_same_process_ = false;

@@ -1,7 +1,8 @@
 // What a wire between processes of one host offers besides frames: the
 // target areas in which processes publish their QPs and MRs for initiators
-// to execute on (emulator/same_host/direct_execution.h), and whether a
-// process takes runs (emulator/same_host/run_frame.h). Only the engine's
+// to execute on (emulator/same_host/direct_execution.h), whether a process
+// takes runs (emulator/same_host/run_frame.h), and how far a process has
+// served what was sent to it (emulator/same_host/fair_timeout.h). Only the engine's
 // same-host door (emulator/same_host/same_host.h) uses it; wrappers of a
 // wire (the fault injector, the routed wire) carry frames only and need
 // not know it.
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "emulator/wire/wire.h"
@@ -30,6 +32,16 @@ struct PeerTargetArea {
   bool same_process = false;
 };
 
+// How far a process's intake has got: frames put in its ring by anyone,
+// and frames it has taken and served to the end of a pass of intake (its
+// answers sent). Read from memory any process of the user can write:
+// `capacity`, the most frames a ring holds, bounds what makes sense.
+struct IntakeBacklog {
+  uint64_t claimed = 0;
+  uint64_t served = 0;
+  uint64_t capacity = 0;
+};
+
 class SameHostPeers {
  public:
   virtual ~SameHostPeers() = default;
@@ -44,6 +56,12 @@ class SameHostPeers {
   // `dst` (empty: no such peer on this host).
   virtual std::span<uint8_t> own_target_area() = 0;
   virtual PeerTargetArea peer_target_area(const WireAddress& dst) = 0;
+
+  // The backlog of the live process serving `dst` (this one included);
+  // nullopt when no live process of this host serves it.
+  virtual std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst) = 0;
+  // A pass of this process's intake ended: what it took is served.
+  virtual void intake_pass_ended() = 0;
 };
 
 }  // namespace softverbs

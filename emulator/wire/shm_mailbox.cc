@@ -559,4 +559,21 @@ uint64_t ShmMailbox::abandoned_slots() const {
   return header().abandoned_slots.load(std::memory_order_relaxed);
 }
 
+void ShmMailbox::publish_served() {
+  const uint64_t position = dequeue_position_.load(std::memory_order_relaxed);
+  if (position == served_published_) return;
+  served_published_ = position;
+  header().served_position.store(position, std::memory_order_release);
+}
+
+ShmMailbox::Backlog ShmMailbox::backlog() const {
+  const uint64_t served = header().served_position.load(std::memory_order_acquire);
+  return Backlog{header().enqueue_position.load(std::memory_order_acquire), served};
+}
+
+ShmMailbox::Backlog ShmMailbox::own_backlog() const {
+  const uint64_t served = dequeue_position_.load(std::memory_order_relaxed);
+  return Backlog{header().enqueue_position.load(std::memory_order_acquire), served};
+}
+
 }  // namespace softverbs

@@ -189,6 +189,20 @@ class ShmMailbox {
   }
   // The consumer's position: how many slots it has taken or skipped.
   uint64_t consumer_position() const { return dequeue_position_.load(std::memory_order_relaxed); }
+
+  // ---- Fair timers (emulator/same_host/fair_timeout.h).
+  // Consumer: every frame taken so far has been served and answered (a
+  // pass of intake ended). Writes the shared line only when it moved.
+  void publish_served();
+  // How far the ring is claimed by producers and served by its owner, as
+  // the header says (untrusted), and, for the consumer's own view,
+  // own_backlog() with its private position.
+  struct Backlog {
+    uint64_t claimed = 0;
+    uint64_t served = 0;
+  };
+  Backlog backlog() const;
+  Backlog own_backlog() const;
   size_t segment_bytes() const { return mailbox_segment_bytes(slot_count_); }
   // The mapped segment, whole (tests check that peeked frames lie in it).
   std::span<const uint8_t> mapped_segment() const {
@@ -255,6 +269,7 @@ class ShmMailbox {
   // Set by wait() on the waiting thread, read by peek() on the consumer.
   std::atomic<bool> stall_check_due_{false};
   uint32_t poll_epoch_at_last_sleep_ = 0;  // the consumer's
+  uint64_t served_published_ = 0;          // the consumer's last publish_served()
 };
 
 }  // namespace softverbs

@@ -33,7 +33,8 @@ inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
 // owner's application threads poll (producers then wait a moment for them).
 // 7: `application_sleeping`, an application thread of the owner that
 // serves the ring itself while it waits for completion events.
-inline constexpr uint32_t kMailboxVersion = 7;
+// 8: `served_position`, how far the owner has served its ring (fair timers).
+inline constexpr uint32_t kMailboxVersion = 8;
 
 // After the slots: the owner's target area (emulator/same_host/target_table_layout.h),
 // which peers map with the mailbox. The wire knows only its size.
@@ -87,6 +88,10 @@ struct MailboxHeader {
   // consumer sleeps.
   alignas(64) std::atomic<uint32_t> pollers;
   std::atomic<uint32_t> accepting_runs;  // the owner pulls runs' payloads (see run_frame.h)
+  // The consumer's position at the end of its last pass of intake: every
+  // frame before it has been served and answered. Producers read it only
+  // when a local ACK timeout expires (emulator/same_host/fair_timeout.h).
+  alignas(64) std::atomic<uint64_t> served_position;
 };
 
 constexpr size_t mailbox_header_bytes() {

@@ -361,6 +361,22 @@ PeerTargetArea ShmWire::peer_target_area(const WireAddress& dst) {
                         !mailbox.consumer_asleep() || mailbox.polling()};
 }
 
+std::optional<IntakeBacklog> ShmWire::intake_backlog(const WireAddress& dst) {
+  ProcessRef owner;
+  if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return std::nullopt;
+  const ProcessRef self = registry_.self();
+  if (owner.slot == self.slot && owner.generation == self.generation) {
+    const ShmMailbox::Backlog own = inbox_->own_backlog();
+    return IntakeBacklog{own.claimed, own.served, inbox_->slot_count()};
+  }
+  std::lock_guard lock(send_mutex_);
+  Peer* peer = peer_for_locked(owner);
+  // Rare (a timer expired): worth asking the registry whether it still runs.
+  if (peer == nullptr || !confirm_alive_locked(*peer, /*force=*/true)) return std::nullopt;
+  const ShmMailbox::Backlog theirs = peer->mailbox->backlog();
+  return IntakeBacklog{theirs.claimed, theirs.served, peer->mailbox->slot_count()};
+}
+
 bool ShmWire::may_have_input() const { return has_deferred() || inbox_->has_frame(); }
 
 bool ShmWire::has_deferred() const {

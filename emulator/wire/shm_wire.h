@@ -87,6 +87,8 @@ class ShmWire final : public Wire, public SameHostPeers {
   void set_accepting_runs(bool accepting) override;
   std::span<uint8_t> own_target_area() override { return inbox_->target_area(); }
   PeerTargetArea peer_target_area(const WireAddress& dst) override;
+  std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst) override;
+  void intake_pass_ended() override { inbox_->publish_served(); }
   WireCounters counters() const override;
 
   // Tests: how long a claimed slot of our mailbox may stay unpublished, and
