@@ -10,13 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string_view>
 
 #include "emulator/capture/packet_capture.h"
 #include "emulator/control/control_commands.h"
 #include "emulator/control/control_server.h"
+#include "emulator/engine/fault_conversations.h"
 #include "emulator/fault/fault_injector.h"
 #include "emulator/host/device_config.h"
 #include "emulator/host/gsi_routing.h"
@@ -167,28 +166,6 @@ struct ProcessEngineOwner {
 };
 ProcessEngineOwner g_owner;
 
-// The fault plan given at start: SOFTVERBS_FAULTS (text) or
-// SOFTVERBS_FAULTS_FILE (a file of the same text). false + message if bad.
-bool startup_fault_plan(fault::Plan& plan, std::string& error) {
-  std::string text;
-  if (const char* spec = std::getenv("SOFTVERBS_FAULTS"); spec && *spec) text = spec;
-  if (const char* file = std::getenv("SOFTVERBS_FAULTS_FILE"); file && *file) {
-    std::ifstream in(file);
-    if (!in) {
-      error = std::string("SOFTVERBS_FAULTS_FILE=") + file + ": cannot read the file";
-      return false;
-    }
-    std::stringstream content;
-    content << in.rdbuf();
-    text += "\n" + content.str();
-  }
-  if (!fault::parse_plan(text, plan, error)) {
-    error = "SOFTVERBS_FAULTS: " + error;
-    return false;
-  }
-  return true;
-}
-
 // The frame being built by this thread: transmission is per QP, so each
 // sending thread has its own.
 std::span<uint8_t> frame_buffer() {
@@ -211,6 +188,10 @@ Engine::Engine(Config config)
                                 : std::make_unique<LocalMulticastDirectory>();
   cm_ports_ = config.cm_ports ? std::move(config.cm_ports)
                               : std::make_unique<LocalCmPortDirectory>();
+  if (fault_injector_) {
+    fault_conversations_ = std::make_unique<FaultConversations>(*this);
+    fault_injector_->set_conversations(fault_conversations_.get());
+  }
   if (config.progress_thread)
     progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
 }
@@ -232,6 +213,7 @@ void Engine::stop_own_threads() {
 
 Engine::~Engine() {
   stop_own_threads();
+  if (fault_injector_) fault_injector_->set_conversations(nullptr);
   wire_.reset();
   qpns_.reset();
 }
@@ -334,7 +316,7 @@ Engine* Engine::process(Errno& err) {
   }
   fault::Plan plan;
   std::string plan_error;
-  if (!startup_fault_plan(plan, plan_error)) {
+  if (!fault::startup_plan(plan, plan_error)) {
     std::fprintf(stderr, "softverbs: %s\n", plan_error.c_str());
     err = EINVAL;
     return nullptr;
@@ -346,6 +328,7 @@ Engine* Engine::process(Errno& err) {
   auto* routed = dynamic_cast<RoutedWire*>(wire.get());
   auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
   injector->set_plan(plan);
+  injector->set_salt(fault::process_salt());
   bool fair_timers = true;
   std::string timers_error;
   if (!parse_timer_mode(std::getenv("SOFTVERBS_TIMERS"), fair_timers, timers_error)) {
@@ -398,6 +381,7 @@ Errno Engine::add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn) {
   if (Errno e = qpns_->allocate(device_index, qpn)) return e;
   // Set before intake can see the QP; read-only from then on.
   qp->qpn = qpn;
+  qp->ordinal = qp_ordinals_.fetch_add(1, std::memory_order_relaxed) + 1;
   std::lock_guard lock(intake_mutex_);
   std::lock_guard table(qp_table_mutex_);
   qps_[qp_key(device_index, qpn)] = qp;

@@ -311,6 +311,9 @@ class Engine {
   // no GRH or no such GID, its DLID) names, at a port that is up. nullptr,
   // counted as a drop, otherwise.
   QpImpl* intake_destination(const packet::Headers& h);
+  // The device a packet with headers `h` arrives at: its DGID's, or with
+  // no GRH or no such GID, its DLID's. nullptr: none of this host.
+  static const DeviceDescription* arrival_device(const packet::Headers& h);
   void run_due_timers();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
   // A datagram to a multicast group: a copy to each member QP here.
@@ -339,6 +342,10 @@ class Engine {
   fault::FaultInjector* fault_injector_ = nullptr;
   SameHost same_host_;
   std::unique_ptr<control::ControlServer> control_server_;
+  // The fault injector's view of the QPs (fault_conversations.cc).
+  class FaultConversations;
+  std::unique_ptr<FaultConversations> fault_conversations_;
+  std::atomic<uint32_t> qp_ordinals_{0};  // QPs created so far
 
   std::mutex intake_mutex_;  // guards qps_ and the intake itself
   // Also guards qps_: changed with both held, read with either (local

@@ -140,12 +140,16 @@ void Engine::deliver_private(std::span<const uint8_t> frame, packet::Icrc icrc) 
   qp->receive(pkt);
 }
 
-QpImpl* Engine::intake_destination(const packet::Headers& h) {
+const DeviceDescription* Engine::arrival_device(const packet::Headers& h) {
   // A DGID names its device on either link layer, a DLID only on
   // InfiniBand: a RoCE packet's DLID is whatever its sender's address
   // handle held, which may be an InfiniBand device's LID on a mixed host.
   const DeviceDescription* device = h.has_grh ? find_device_by_gid(h.grh.dgid) : nullptr;
-  if (!device) device = find_device_by_lid(h.lrh.dlid);
+  return device ? device : find_device_by_lid(h.lrh.dlid);
+}
+
+QpImpl* Engine::intake_destination(const packet::Headers& h) {
+  const DeviceDescription* device = arrival_device(h);
   if (device && !port_up(device->index, arrival_port(*device, h))) {
     counters_.frames_dropped_port_down.fetch_add(1, std::memory_order_relaxed);
     return nullptr;

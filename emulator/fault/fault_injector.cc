@@ -58,7 +58,7 @@ void FaultInjector::set_plan(const Plan& plan) {
     rx = rx || applies_to(rule, Direction::kRx);
   }
   progress_.assign(plan_.rules.size(), RuleProgress{});
-  random_.reseed(plan_.seed);
+  attempts_.clear();
   has_tx_rules_.store(tx, std::memory_order_release);
   has_rx_rules_.store(rx, std::memory_order_release);
 }
@@ -85,10 +85,14 @@ bool FaultInjector::send(const WireAddress& dst, std::span<const uint8_t> frame)
     if (FrameObserver* o = observer()) o->observe(Direction::kTx, frame, FrameFate::kPassed);
     return inner_->send(dst, frame);
   }
+  // Only rules need to know who the frame is (a capture alone does not).
+  const Examined examined = has_tx_rules_.load(std::memory_order_relaxed)
+                                ? examine(Direction::kTx, dst, frame)
+                                : Examined{};
   Outcome outcome;
   {
     std::lock_guard lock(mutex_);
-    outcome = admit_locked(Direction::kTx, dst, frame, clock_.now_ns());
+    outcome = admit_locked(Direction::kTx, dst, frame, examined, clock_.now_ns());
   }
   if (FrameObserver* o = observer()) observe(*o, Direction::kTx, frame, outcome);
   const std::span<const uint8_t> bytes =
@@ -153,10 +157,13 @@ size_t FaultInjector::poll(const std::function<void(std::span<const uint8_t>)>& 
 
 size_t FaultInjector::receive(std::span<const uint8_t> frame,
                               const std::function<void(std::span<const uint8_t>)>& deliver) {
+  const Examined examined = has_rx_rules_.load(std::memory_order_relaxed)
+                                ? examine(Direction::kRx, WireAddress{}, frame)
+                                : Examined{};
   Outcome outcome;
   {
     std::lock_guard lock(mutex_);
-    outcome = admit_locked(Direction::kRx, WireAddress{}, frame, clock_.now_ns());
+    outcome = admit_locked(Direction::kRx, WireAddress{}, frame, examined, clock_.now_ns());
   }
   if (FrameObserver* o = observer()) observe(*o, Direction::kRx, frame, outcome);
   const std::span<const uint8_t> bytes =
@@ -205,16 +212,39 @@ bool FaultInjector::has_deferred() const {
   return held_frames_.load(std::memory_order_relaxed) != 0 || inner_->has_deferred();
 }
 
+FaultInjector::Examined FaultInjector::examine(Direction direction, const WireAddress& dst,
+                                               std::span<const uint8_t> frame) {
+  Examined e;
+  e.decoded = packet::decode_ib(frame, e.packet) == packet::DecodeError::kNone;
+  if (!e.decoded) {
+    e.key = bytes_key(direction, frame);
+    return e;
+  }
+  std::optional<Conversation> qp;
+  if (conversations_) {
+    qp = direction == Direction::kTx ? conversations_->of_sender(dst)
+                                     : conversations_->of_receiver(e.packet.headers);
+  }
+  e.key = packet_key(direction, qp, e.packet.headers);
+  return e;
+}
+
 FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const WireAddress& dst,
                                                    std::span<const uint8_t> frame,
-                                                   uint64_t now_ns) {
+                                                   const Examined& examined, uint64_t now_ns) {
   Outcome outcome;
-  const Rule* rule = choose_rule_locked(direction, frame);
-  if (rule == nullptr) {
+  LazyIdentity identity(examined, attempts_);
+  const std::optional<size_t> index = choose_rule_locked(direction, examined, identity);
+  if (!index) {
     note_passed_locked(direction, outcome.released);
     update_schedule_locked();
     return outcome;
   }
+  const Rule* rule = &plan_.rules[*index];
+  // What the rule does with the frame (the bit it flips, the jitter) comes
+  // from the same numbers as its decision, past the draw that decided.
+  Random random = decision_random(plan_.seed, salt_, *index, identity.get());
+  random.next();
 
   FaultCounts& counts = counts_for_locked(direction);
   auto count = [&](uint64_t FaultCounts::*field) {
@@ -235,7 +265,7 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
       count(&FaultCounts::corrupted);
       if (!frame.empty()) {
         outcome.corrupted.assign(frame.begin(), frame.end());
-        flip_bit(outcome.corrupted, choose_bit_to_flip(frame, random_));
+        flip_bit(outcome.corrupted, choose_bit_to_flip(frame, random));
       }
       note_passed_locked(direction, outcome.released);
       break;
@@ -243,7 +273,7 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
       count(&FaultCounts::delayed);
       outcome.copies = 0;
       outcome.held = true;
-      const uint64_t jitter = rule->jitter_ns ? random_.below(rule->jitter_ns + 1) : 0;
+      const uint64_t jitter = rule->jitter_ns ? random.below(rule->jitter_ns + 1) : 0;
       hold_locked(HeldFrame{direction, dst, {frame.begin(), frame.end()},
                             now_ns + rule->delay_ns + jitter, 0});
       break;
@@ -260,33 +290,26 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
   return outcome;
 }
 
-const Rule* FaultInjector::choose_rule_locked(Direction direction,
-                                              std::span<const uint8_t> frame) {
-  // Decoded only if a rule filters on QP or opcode, and at most once.
-  enum class Decoded { kNotYet, kYes, kNo } decoded = Decoded::kNotYet;
-  packet::DecodedPacket packet;
-  const Rule* chosen = nullptr;
+std::optional<size_t> FaultInjector::choose_rule_locked(Direction direction,
+                                                        const Examined& examined,
+                                                        LazyIdentity& identity) {
+  const packet::Headers& headers = examined.packet.headers;
+  std::optional<size_t> chosen;
   bool matched = false;
   for (size_t i = 0; i < plan_.rules.size(); ++i) {
     const Rule& rule = plan_.rules[i];
     if (!applies_to(rule, direction)) continue;
     if (rule.qpn || rule.opcode) {
-      if (decoded == Decoded::kNotYet) {
-        decoded = packet::decode_ib(frame, packet) == packet::DecodeError::kNone ? Decoded::kYes
-                                                                                 : Decoded::kNo;
-      }
-      if (decoded == Decoded::kNo) continue;  // unreadable: only filterless rules match
-      if (rule.qpn && *rule.qpn != packet.headers.bth.dest_qp) continue;
-      if (rule.opcode && *rule.opcode != static_cast<uint8_t>(packet.headers.bth.opcode)) {
-        continue;
-      }
+      if (!examined.decoded) continue;  // unreadable: only filterless rules match
+      if (rule.qpn && *rule.qpn != headers.bth.dest_qp) continue;
+      if (rule.opcode && *rule.opcode != static_cast<uint8_t>(headers.bth.opcode)) continue;
     }
     matched = true;
     RuleProgress& progress = progress_[i];
     ++progress.matched;  // every rule counts its matches, for its own nth
-    if (chosen == nullptr && fires_locked(rule, progress)) {
+    if (!chosen && fires_locked(rule, i, progress, identity)) {
       ++progress.injected;
-      chosen = &rule;
+      chosen = i;
     }
   }
   if (matched) {
@@ -296,12 +319,13 @@ const Rule* FaultInjector::choose_rule_locked(Direction direction,
   return chosen;
 }
 
-bool FaultInjector::fires_locked(const Rule& rule, RuleProgress& progress) {
+bool FaultInjector::fires_locked(const Rule& rule, size_t index, RuleProgress& progress,
+                                 LazyIdentity& identity) {
   if (rule.nth != 0 && progress.matched != rule.nth) return false;
   if (rule.limit != 0 && progress.injected >= rule.limit) return false;
   if (rule.probability >= 1.0) return true;
   if (rule.probability <= 0.0) return false;
-  return random_.uniform() < rule.probability;
+  return decision_random(plan_.seed, salt_, index, identity.get()).uniform() < rule.probability;
 }
 
 void FaultInjector::note_passed_locked(Direction direction, std::vector<HeldFrame>& released) {

@@ -1,6 +1,8 @@
 // The fault injector: a Wire that wraps the real one and, following a fault
 // plan (fault_plan.h), drops, duplicates, reorders, delays or corrupts the
-// frames going through it, reproducibly from the plan's seed.
+// frames going through it. Whether a rule fires for a frame depends on the
+// plan's seed, the process's salt and who the frame is (frame_identity.h),
+// not on when it passes.
 //
 // Where faults happen: tx rules in send(), on frames this process sends,
 // before the inner wire sees them; rx rules in poll(), on frames the inner
@@ -27,7 +29,9 @@
 #include "emulator/engine/clock.h"
 #include "emulator/fault/fault_plan.h"
 #include "emulator/fault/frame_observer.h"
+#include "emulator/fault/frame_identity.h"
 #include "emulator/fault/random.h"
+#include "emulator/packet/codec.h"
 #include "emulator/wire/wire.h"
 
 namespace softverbs::fault {
@@ -59,12 +63,19 @@ class FaultInjector final : public Wire {
   FaultInjector(const FaultInjector&) = delete;
   FaultInjector& operator=(const FaultInjector&) = delete;
 
-  // Replaces the plan: restarts the random sequence from plan.seed and every
-  // rule's nth/limit count. Frames already held stay held and are released
+  // Replaces the plan: restarts every rule's nth/limit count and the
+  // frames' attempt counts. Frames already held stay held and are released
   // as scheduled. Out-of-range fields are clamped (p to 0..1, depth >= 1,
   // delays to kMaxDelayNs).
   void set_plan(const Plan& plan);
   Plan plan() const;
+
+  // Who frames are (frame_identity.h): the engine's QPs, and this
+  // process's salt. Set before traffic flows; `conversations` outlives the
+  // injector's traffic. Without them frames are known by their PSNs as
+  // sent and their QPNs' absence, and the salt is 0.
+  void set_conversations(ConversationDirectory* conversations) { conversations_ = conversations; }
+  void set_salt(uint64_t salt) { salt_ = salt; }
 
   // Counts of injected faults since construction (set_plan keeps them).
   // Named apart from Wire::counters(), which reports the inner wire's.
@@ -153,14 +164,44 @@ class FaultInjector final : public Wire {
     uint64_t injected = 0;  // for limit
   };
 
+  // A frame as the rules see it: decoded (when it decodes) and its key.
+  struct Examined {
+    bool decoded = false;
+    packet::DecodedPacket packet;
+    uint64_t key = 0;
+  };
+  // Decodes and names the frame; called without the mutex (the engine's
+  // QP table is looked at).
+  Examined examine(Direction direction, const WireAddress& dst, std::span<const uint8_t> frame);
+
   // Shows the observer one frame's outcome: its copies (or its drop or
   // hold), then the held frames it released.
   void observe(FrameObserver& observer, Direction direction, std::span<const uint8_t> frame,
                const Outcome& outcome);
+  // The frame's identity, counted as an attempt only when a decision
+  // needs it (a rule matched): frames no rule looks at cost no memory.
+  class LazyIdentity {
+   public:
+    LazyIdentity(const Examined& examined, AttemptCounter& attempts)
+        : examined_(examined), attempts_(attempts) {}
+    const FrameIdentity& get() {
+      if (!identity_) identity_ = FrameIdentity{examined_.key, attempts_.next(examined_.key)};
+      return *identity_;
+    }
+
+   private:
+    const Examined& examined_;
+    AttemptCounter& attempts_;
+    std::optional<FrameIdentity> identity_;
+  };
   Outcome admit_locked(Direction direction, const WireAddress& dst,
-                       std::span<const uint8_t> frame, uint64_t now_ns);
-  const Rule* choose_rule_locked(Direction direction, std::span<const uint8_t> frame);
-  bool fires_locked(const Rule& rule, RuleProgress& progress);
+                       std::span<const uint8_t> frame, const Examined& examined,
+                       uint64_t now_ns);
+  // The first rule that fires for the frame (its index), if any.
+  std::optional<size_t> choose_rule_locked(Direction direction, const Examined& examined,
+                                           LazyIdentity& identity);
+  bool fires_locked(const Rule& rule, size_t index, RuleProgress& progress,
+                    LazyIdentity& identity);
   // A frame went out in `direction`: held reorder frames it overtook count
   // down, and those done move to `released`.
   void note_passed_locked(Direction direction, std::vector<HeldFrame>& released);
@@ -180,7 +221,9 @@ class FaultInjector final : public Wire {
   mutable std::mutex mutex_;  // guards everything below but the atomics
   Plan plan_;
   std::vector<RuleProgress> progress_;  // one per plan_.rules entry
-  Random random_{1};
+  AttemptCounter attempts_;
+  uint64_t salt_ = 0;
+  ConversationDirectory* conversations_ = nullptr;
   // `timeout_ns` cut to the next held frame's release: 0 when one is due.
   uint64_t until_next_release(uint64_t timeout_ns) const;
 

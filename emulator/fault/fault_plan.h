@@ -48,6 +48,16 @@ inline constexpr uint64_t kMaxDelayNs = 3'600'000'000'000;  // one hour
 // is wrong and how to write it right.
 bool parse_plan(std::string_view text, Plan& out, std::string& error);
 
+// The plan a process starts with: SOFTVERBS_FAULTS, then the rules of the
+// file SOFTVERBS_FAULTS_FILE names, with SOFTVERBS_FAULT_SEED (the run's
+// seed: softverbs run --seed) in place of the plan's seed. false + a
+// message saying which variable is wrong and how.
+bool startup_plan(Plan& out, std::string& error);
+
+// A seed as SOFTVERBS_FAULT_SEED and --seed give it: a decimal number below
+// 2^64. false + a message otherwise.
+bool parse_seed(std::string_view text, uint64_t& seed, std::string& error);
+
 // The text form of `plan`; parse_plan() reads it back to an equal plan.
 std::string to_string(const Plan& plan);
 

@@ -188,7 +188,8 @@ bool QpImpl::transmit_remote(const packet::Headers& h, uint32_t rkey, uint64_t v
   return access_remote(rkey, va, length, kAccessRemoteRead, [&](uint8_t* source) {
     from.source = source;
     const bool link_up = port_up();
-    if (engine->transmit_gathered(destination(), h, length, link_up, from) != WcStatus::kSuccess)
+    if (engine->transmit_gathered(sent_from_here(destination()), h, length, link_up, from) !=
+        WcStatus::kSuccess)
       return false;
     if (link_up)
       ++counters.packets_sent;

@@ -154,11 +154,15 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
   switch (next) {
     case QpState::kReset: reset(); break;
     case QpState::kErr: enter_error(); break;
-    case QpState::kRtr: responder.start(attr.rq_psn, attr.max_dest_rd_atomic); break;
+    case QpState::kRtr:
+      responder.start(attr.rq_psn, attr.max_dest_rd_atomic);
+      first_rq_psn.store(attr.rq_psn, std::memory_order_relaxed);
+      break;
     case QpState::kRts:
       if (cur == QpState::kRtr) {
         requester.start(attr.sq_psn);
         completer.start(attr.sq_psn);
+        first_sq_psn.store(attr.sq_psn, std::memory_order_relaxed);
       }
       requester.run();
       break;
@@ -453,7 +457,7 @@ void QpImpl::transmit_to(const WireAddress& dst, const packet::Headers& h,
     return;
   }
   ++counters.packets_sent;
-  engine->transmit(dst, h, payload);
+  engine->transmit(sent_from_here(dst), h, payload);
 }
 
 WcStatus QpImpl::transmit_gathered_to(const WireAddress& dst, const packet::Headers& h,
@@ -471,7 +475,7 @@ WcStatus QpImpl::transmit_gathered_to(const WireAddress& dst, const packet::Head
     }
   } source(*this, sges, num_sge, offset);
   const bool link_up = port_up();
-  const WcStatus st = engine->transmit_gathered(dst, h, length, link_up, source);
+  const WcStatus st = engine->transmit_gathered(sent_from_here(dst), h, length, link_up, source);
   if (st == WcStatus::kSuccess) {
     if (link_up)
       ++counters.packets_sent;
@@ -488,7 +492,7 @@ void QpImpl::transmit_run(const RunFrame& run) {
   }
   counters.packets_sent += run.packets;
   ++counters.runs_sent;
-  engine->transmit_run(destination(), run);
+  engine->transmit_run(sent_from_here(destination()), run);
 }
 
 // ---------------------------------------------------------------- Qp

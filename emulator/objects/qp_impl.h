@@ -14,6 +14,7 @@
 // meanwhile (qp_mutex.h, local_delivery.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
@@ -120,6 +121,17 @@ struct QpImpl {
   WireAddress destination() const { return WireAddress{peer_device_index, attr.dest_qp_num}; }
   // This QP's own address on the wire.
   WireAddress own_address() const { return WireAddress{device_index, qpn}; }
+  // `dst` as a frame this QP sends there.
+  WireAddress sent_from_here(WireAddress dst) const {
+    dst.sender = this;
+    return dst;
+  }
+  // For fault decisions (emulator/fault/frame_identity.h): the QP's
+  // creation ordinal in this process, set by Engine::add_qp; and where its
+  // PSNs started at RTR and RTS, read by the intake without the QP's lock.
+  uint32_t ordinal = 0;
+  std::atomic<uint32_t> first_rq_psn{0};
+  std::atomic<uint32_t> first_sq_psn{0};
 
   // ---- the QP's operations (qp.cc)
   Errno modify(const QpAttributes& a, uint32_t mask);

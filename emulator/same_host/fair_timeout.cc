@@ -1,6 +1,7 @@
 // Local ACK timeouts fair to a peer that never ran (fair_timeout.h).
 #include "emulator/same_host/fair_timeout.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "emulator/same_host/same_host.h"
@@ -46,12 +47,18 @@ bool FairTimeout::behind(const std::optional<IntakeBacklog>& backlog, uint64_t& 
 }
 
 bool FairTimeout::wait_again(SameHost& same_host, const WireAddress& self,
-                             const WireAddress& peer) {
+                             const WireAddress& peer, uint64_t now_ns, uint64_t period_ns) {
   if (!same_host.fair_timers()) return false;
   // Both rings are looked at, so both marks move on.
   const bool peer_behind = behind(same_host.intake_backlog(peer), peer_mark_);
   const bool own_behind = behind(same_host.intake_backlog(self), own_mark_);
-  return peer_behind || own_behind;
+  if (!peer_behind && !own_behind) return false;
+  if (waiting_since_ns_ == 0) waiting_since_ns_ = now_ns;
+  const uint64_t patience_ns = std::max(kPatience * period_ns, kLeastPatienceNs);
+  if (now_ns - waiting_since_ns_ < patience_ns) return true;
+  // Waited long enough: the expiries count again, until progress.
+  peer_mark_ = own_mark_ = 0;
+  return false;
 }
 
 }  // namespace softverbs

@@ -18,8 +18,11 @@
 //     (packets dropped before the ring);
 //   - a peer on another host: the UDP wire's timers stay wall-clock.
 // A peer process that is stopped (SIGSTOP, a debugger) is waited for, as
-// an HCA would keep answering for it. SOFTVERBS_TIMERS=wall turns the rule
-// off: every expiry counts, as before.
+// an HCA would keep answering for it, but not for ever: after kPatience
+// periods (at least kLeastPatienceNs) of waiting the expiries count again,
+// so a peer that never runs, or counters a buggy process scribbled over,
+// end in IBV_WC_RETRY_EXC_ERR as a dead peer does. SOFTVERBS_TIMERS=wall
+// turns the rule off: every expiry counts, as before.
 #pragma once
 
 #include <cstdint>
@@ -37,11 +40,19 @@ bool parse_timer_mode(const char* value, bool& fair, std::string& error);
 
 class FairTimeout {
  public:
-  // At the expiry of the local ACK timer of the QP at `self`, connected to
-  // `peer`: true when the expiry should wait again without counting.
-  bool wait_again(SameHost& same_host, const WireAddress& self, const WireAddress& peer);
-  // An acknowledgement moved the QP on, or the timeout counted: start over.
-  void reset() { peer_mark_ = own_mark_ = 0; }
+  static constexpr uint64_t kPatience = 64;                     // timeout periods
+  static constexpr uint64_t kLeastPatienceNs = 1'000'000'000;  // 1 s
+
+  // At the expiry, at `now_ns`, of the local ACK timer (of `period_ns`) of
+  // the QP at `self`, connected to `peer`: true when the expiry should wait
+  // again without counting.
+  bool wait_again(SameHost& same_host, const WireAddress& self, const WireAddress& peer,
+                  uint64_t now_ns, uint64_t period_ns);
+  // An acknowledgement moved the QP on: start over.
+  void reset() {
+    peer_mark_ = own_mark_ = 0;
+    waiting_since_ns_ = 0;
+  }
 
  private:
   // One ring: true while it has not been served up to `mark` (set at the
@@ -50,6 +61,7 @@ class FairTimeout {
 
   uint64_t peer_mark_ = 0;
   uint64_t own_mark_ = 0;
+  uint64_t waiting_since_ns_ = 0;  // the first wait since progress; 0: none
 };
 
 }  // namespace softverbs

@@ -30,10 +30,16 @@ class ScriptedPeers final : public SameHostPeers {
 
 class FairTimeoutRule : public ::testing::Test {
  protected:
-  bool expiry() { return timeout_.wait_again(same_host_, kSelf, kPeer); }
+  // One expiry of a 1 ms timer, a period after the last.
+  bool expiry() {
+    now_ns_ += kPeriodNs;
+    return timeout_.wait_again(same_host_, kSelf, kPeer, now_ns_, kPeriodNs);
+  }
 
   static constexpr WireAddress kSelf{0, 1};
   static constexpr WireAddress kPeer{0, 2};
+  static constexpr uint64_t kPeriodNs = 1'000'000;
+  uint64_t now_ns_ = 0;
   ScriptedPeers peers_;
   SameHost same_host_{&peers_, nullptr, SameHost::Settings{}};
   FairTimeout timeout_;
@@ -84,7 +90,19 @@ TEST_F(FairTimeoutRule, CountersNoCorrectPeerWritesMeanTheTimeoutCounts) {
 TEST_F(FairTimeoutRule, WallClockTimersAlwaysCount) {
   SameHost wall{&peers_, nullptr, SameHost::Settings{.fair_timers = false}};
   peers_.peer = IntakeBacklog{100, 90, 512};
-  EXPECT_FALSE(timeout_.wait_again(wall, kSelf, kPeer));
+  EXPECT_FALSE(timeout_.wait_again(wall, kSelf, kPeer, 1, kPeriodNs));
+}
+
+TEST_F(FairTimeoutRule, APeerThatNeverRunsIsWaitedForOnlySoLong) {
+  peers_.peer = IntakeBacklog{100, 90, 512};  // stopped, or its counters scribbled on
+  int waited = 0;
+  while (expiry()) ++waited;
+  // 1 s of 1 ms periods (kLeastPatienceNs beats 64 periods), then it counts,
+  // and keeps counting until an acknowledgement moves the QP on.
+  EXPECT_EQ(waited, 1000);
+  EXPECT_FALSE(expiry());
+  timeout_.reset();
+  EXPECT_TRUE(expiry());
 }
 
 TEST(TimerMode, ParsesTheTwoModesAndExplainsAnythingElse) {
@@ -107,28 +125,39 @@ class FairTimeoutTransport : public Transport {
  protected:
   static constexpr uint64_t kPeriod = 4096ull << 14;  // timeout 14: 67.1 ms
 
-  // a SENDs 64 bytes to b; b serves it and answers, and the ACK is left
-  // unserved in the intake while a's timer expires.
-  void expire_with_the_ack_unserved(Endpoint& a, Endpoint& b) {
+  // a, connected to b (timeout 14, retry_cnt 1), posts a SEND of 64 bytes
+  // (wr_id 7) to a receive posted at b.
+  void post_a_send(Endpoint& a, Endpoint& b) {
     connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14, /*retry=*/1);
     Sge recv = sge(b, 0, 4096);
     ASSERT_EQ(b.qp->post_recv({1, {&recv, 1}}), 0);
     Sge s = sge(a, 0, 64);
     ASSERT_EQ(a.qp->post_send(send_of(7, s)), 0);
+  }
+
+  // b serves a's SEND and answers, and the ACK is left unserved in the
+  // intake while a's timer expires.
+  void expire_with_the_ack_unserved(Endpoint& a, Endpoint& b) {
+    post_a_send(a, b);
     engine_->progress(1);  // the SEND: served and answered
     ASSERT_EQ(wire_->queued(), 1u) << "the ACK waits in the intake";
     clock_.advance(kPeriod + 1000);
     engine_->progress(0);  // due timers only
+  }
+
+  static void expect_timeouts(const Endpoint& e, uint64_t counted, uint64_t waited,
+                              uint64_t resent) {
+    const QpCounters c = e.qp->counters();
+    EXPECT_EQ(c.retransmit_timeouts, counted);
+    EXPECT_EQ(c.retransmit_timeouts_waited, waited);
+    EXPECT_EQ(c.retransmitted_packets, resent);
   }
 };
 
 TEST_F(FairTimeoutTransport, ATimeoutWhileTheAckWaitsInTheIntakeIsWaitedOut) {
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   expire_with_the_ack_unserved(a, b);
-  const QpCounters c = a.qp->counters();
-  EXPECT_EQ(c.retransmit_timeouts, 0u);
-  EXPECT_EQ(c.retransmit_timeouts_waited, 1u);
-  EXPECT_EQ(c.retransmitted_packets, 0u);
+  expect_timeouts(a, /*counted=*/0, /*waited=*/1, /*resent=*/0);
   Completion done;
   ASSERT_TRUE(poll_one(*a.send_cq, done));
   EXPECT_EQ(done.status, WcStatus::kSuccess);
@@ -137,19 +166,12 @@ TEST_F(FairTimeoutTransport, ATimeoutWhileTheAckWaitsInTheIntakeIsWaitedOut) {
 
 TEST_F(FairTimeoutTransport, ALostRequestStillCountsAndIsResent) {
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
-  connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14, /*retry=*/1);
-  Sge recv = sge(b, 0, 4096);
-  ASSERT_EQ(b.qp->post_recv({1, {&recv, 1}}), 0);
   drop_ = [](size_t index, const packet::DecodedPacket&) { return index == 1; };
-  Sge s = sge(a, 0, 64);
-  ASSERT_EQ(a.qp->post_send(send_of(7, s)), 0);
+  post_a_send(a, b);
   run_until_idle();
   advance(kPeriod + 1000);
   run_until_idle();
-  const QpCounters c = a.qp->counters();
-  EXPECT_EQ(c.retransmit_timeouts, 1u);
-  EXPECT_EQ(c.retransmit_timeouts_waited, 0u);
-  EXPECT_EQ(c.retransmitted_packets, 1u);
+  expect_timeouts(a, /*counted=*/1, /*waited=*/0, /*resent=*/1);
   Completion done;
   ASSERT_TRUE(poll_one(*a.send_cq, done));
   EXPECT_EQ(done.status, WcStatus::kSuccess);
@@ -166,10 +188,7 @@ class WallClockTimeoutTransport : public FairTimeoutTransport {
 TEST_F(WallClockTimeoutTransport, EveryExpiryCountsEvenWithTheAckUnserved) {
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   expire_with_the_ack_unserved(a, b);
-  const QpCounters c = a.qp->counters();
-  EXPECT_EQ(c.retransmit_timeouts, 1u);
-  EXPECT_EQ(c.retransmit_timeouts_waited, 0u);
-  EXPECT_EQ(c.retransmitted_packets, 1u);
+  expect_timeouts(a, /*counted=*/1, /*waited=*/0, /*resent=*/1);
 }
 
 }  // namespace

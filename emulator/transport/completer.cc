@@ -432,19 +432,20 @@ void Completer::schedule(uint64_t deadline_ns) {
 
 void Completer::arm_retransmit_timer() {
   if (qp_.attr.timeout == 0 || retransmit_deadline_ns_) return;  // 0: wait forever
-  // IBTA 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout.
-  retransmit_deadline_ns_ = qp_.engine->clock().now_ns() + (4096ull << qp_.attr.timeout);
+  retransmit_deadline_ns_ = qp_.engine->clock().now_ns() + local_ack_timeout_ns();
   schedule(retransmit_deadline_ns_);
 }
 
-void Completer::local_ack_timeout() {
+uint64_t Completer::local_ack_timeout_ns() const { return 4096ull << qp_.attr.timeout; }
+
+void Completer::local_ack_timeout(uint64_t now_ns) {
   // A peer of this host that has not run since is waited for: the timer is
   // re-armed by on_timer, no retry spent (fair_timeout.h).
-  if (fair_timeout_.wait_again(qp_.engine->same_host(), qp_.own_address(), qp_.destination())) {
+  if (fair_timeout_.wait_again(qp_.engine->same_host(), qp_.own_address(), qp_.destination(),
+                               now_ns, local_ack_timeout_ns())) {
     ++qp_.counters.retransmit_timeouts_waited;
     return;
   }
-  fair_timeout_.reset();
   ++qp_.counters.retransmit_timeouts;
   if (retries_exhausted())
     fail_oldest(WcStatus::kRetryExcErr);
@@ -460,7 +461,7 @@ void Completer::on_timer(uint64_t now_ns) {
   }
   if (retransmit_deadline_ns_ && now_ns >= retransmit_deadline_ns_) {
     retransmit_deadline_ns_ = 0;
-    if (una_psn_ != qp_.requester.next_psn()) local_ack_timeout();
+    if (una_psn_ != qp_.requester.next_psn()) local_ack_timeout(now_ns);
   }
   // Liveness: while packets are unacknowledged a timer must run.
   if (qp_.can_send() && una_psn_ != qp_.requester.next_psn()) arm_retransmit_timer();

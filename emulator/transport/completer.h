@@ -86,7 +86,9 @@ class Completer {
   Acknowledgement acknowledge_before(uint32_t psn);
   void advance_una(uint32_t psn);
   // The local ACK timer expired with requests outstanding (IBTA 9.7.6.1.3).
-  void local_ack_timeout();
+  void local_ack_timeout(uint64_t now_ns);
+  // IBTA 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout.
+  uint64_t local_ack_timeout_ns() const;
   bool take_acknowledgement(uint32_t psn);
   void resend_from(uint32_t psn);
   // Takes one retry of retry_cnt; true when none is left and the QP could

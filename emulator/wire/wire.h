@@ -13,6 +13,8 @@
 
 namespace softverbs {
 
+struct QpImpl;
+
 // Where a frame goes: the destination port (device) and QP. The wire decides
 // which process (or host) serves that pair.
 struct WireAddress {
@@ -22,6 +24,11 @@ struct WireAddress {
 
   uint32_t device_index = 0;
   uint32_t qpn = 0;
+  // The QP that sends the frame, when a QP does (its sending thread holds
+  // its lock): what names the frame's conversation for fault decisions
+  // (emulator/fault/frame_identity.h). Wires route by the destination and
+  // never look at it.
+  const QpImpl* sender = nullptr;
 };
 
 struct WireCounters {

@@ -84,8 +84,11 @@ if [[ -f $logs/roce.pcapng ]]; then
 fi
 
 # Faults: the server's first drop and first corruption of a sent packet.
+# Messages of 4000 bytes, so the packets are mostly payload: a bit flipped
+# in a GRH's addresses leaves a packet no RoCE capture can show (its IPv4
+# address becomes an IPv6 one), and which bit flips is the seed's choice.
 SOFTVERBS_LINK_LAYER=eth SOFTVERBS_FAULTS="drop:dir=tx,nth=3,limit=1;corrupt:dir=tx,nth=6,limit=1" \
-  pingpong_capture "faulty pingpong" "$logs/faults.pcapng" -g 1
+  pingpong_capture "faulty pingpong" "$logs/faults.pcapng" -g 1 -s 4000
 if [[ -f $logs/faults.pcapng ]]; then
   comments=$(fields "$logs/faults.pcapng" frame.comment)
   grep -q "dropped by the fault plan" <<<"$comments" || fail "faults: no packet marked dropped"

@@ -136,6 +136,20 @@ expect 2 "$err" "SOFTVERBS_DEVICES='99'" "run --devices out of range"
 run_cli SOFTVERBS_LIBRARY=/bin/true "$cli" run --devices=two -- true
 expect 2 "$err" "SOFTVERBS_DEVICES='two'" "run --devices=not-a-number"
 
+run_cli "$cli" run --seed seven -- true
+expect 2 "$err" "'seven' is not a seed" "run --seed with a word"
+
+run_cli "$cli" run --seed
+expect 2 "$err" '--seed needs a number' "run --seed without a value"
+
+# The run's seed reaches the program and is announced with a plan in force.
+run_cli SOFTVERBS_FAULTS='drop:p=0.1' "$cli" run --seed 42 -- env
+expect 0 "$out" '^SOFTVERBS_FAULT_SEED=42$' "run --seed sets SOFTVERBS_FAULT_SEED"
+expect 0 "$err" 'fault plan seed 42 \(replay with: softverbs run --seed 42' "run announces the seed"
+
+run_cli SOFTVERBS_FAULTS='seed=9; drop:p=0.1' "$cli" run -- true
+expect 0 "$err" 'fault plan seed 9 ' "run announces the plan's own seed"
+
 run_cli "$cli" devices --all
 expect 2 "$err" "unexpected argument '--all'" "devices with an unknown argument"
 

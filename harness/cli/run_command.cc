@@ -17,13 +17,45 @@
 #include "harness/cli/ibverbs_shim.h"
 #include "harness/cli/provider_library.h"
 #include "harness/cli/usage.h"
+#include "emulator/fault/fault_plan.h"
 
 namespace softverbs::cli {
 namespace {
 
 constexpr std::string_view kRunHint =
-    "type: softverbs run [--devices N] [--[no-]device-files] -- PROGRAM [ARGS...]   "
+    "type: softverbs run [--devices N] [--[no-]device-files] [--seed N] -- PROGRAM [ARGS...]   "
     "(see softverbs help run)";
+
+// --seed N: the run's fault seed, for every process of it
+// (SOFTVERBS_FAULT_SEED). false + a message when N is not a number.
+bool take_seed_option(std::span<char* const> args, std::size_t& i, std::string& problem) {
+  if (std::string_view(args[i]) != "--seed") return false;
+  uint64_t seed = 0;
+  if (i + 1 >= args.size()) {
+    problem = "run: --seed needs a number, e.g. --seed 7";
+    return true;
+  }
+  if (!fault::parse_seed(args[i + 1], seed, problem)) {
+    problem = "run: --seed: " + problem;
+    return true;
+  }
+  ::setenv("SOFTVERBS_FAULT_SEED", args[++i], /*overwrite=*/1);
+  return true;
+}
+
+// With a fault plan in force, says which seed the run uses and how to ask
+// for it again.
+void announce_fault_seed() {
+  fault::Plan plan;
+  std::string error;
+  if (!fault::startup_plan(plan, error) || plan.rules.empty()) return;
+  std::fprintf(stderr,
+               "softverbs: fault plan seed %llu (replay with: softverbs run --seed %llu, or "
+               "SOFTVERBS_FAULT_SEED=%llu)\n",
+               static_cast<unsigned long long>(plan.seed),
+               static_cast<unsigned long long>(plan.seed),
+               static_cast<unsigned long long>(plan.seed));
+}
 
 std::string join_words(std::span<char* const> words) {
   std::string text;
@@ -160,6 +192,10 @@ int run_command(std::span<char* const> args) {
       continue;
     }
     std::string problem;
+    if (take_seed_option(args, i, problem)) {
+      if (!problem.empty()) return usage_error(problem, kRunHint);
+      continue;
+    }
     switch (take_devices_option(args, i, problem)) {
       case OptionMatch::kTaken:
         continue;
@@ -186,6 +222,7 @@ int run_command(std::span<char* const> args) {
     return kExitUsage;
   }
 
+  announce_fault_seed();
   if (!set_ld_preload()) return kExitFailure;
   if (!make_device_files_for_program(device_files_choice(device_files))) return kExitFailure;
   return exec_program(args.subspan(program_at));

@@ -55,7 +55,7 @@ void print_usage(std::FILE* out) {
 
 void print_run_usage(std::FILE* out) {
   std::fputs(
-      "usage: softverbs run [--devices N] [--[no-]device-files] -- PROGRAM [ARGS...]\n"
+      "usage: softverbs run [--devices N] [--[no-]device-files] [--seed N] -- PROGRAM [ARGS...]\n"
       "\n"
       "Starts PROGRAM with libsoftverbs.so added in front of LD_PRELOAD. PROGRAM's\n"
       "exit status is softverbs's; 127 when PROGRAM is not found.\n"
@@ -70,6 +70,10 @@ void print_run_usage(std::FILE* out) {
       "                      path (SOFTVERBS_DEVICE_FILES=1)\n"
       "  --no-device-files   never (SOFTVERBS_DEVICE_FILES=0); by default the files are\n"
       "                      made when that needs no user namespace (as root)\n"
+      "  --seed N            the seed of the fault plan (SOFTVERBS_FAULTS) in every\n"
+      "                      process of the run, in place of the plan's own\n"
+      "                      (SOFTVERBS_FAULT_SEED); with a plan, the seed in force is\n"
+      "                      printed at the start, so a failing run can be run again\n"
       "\n"
       "example: softverbs run -- ibv_rc_pingpong -d softverbs0\n",
       out);
