@@ -2,21 +2,16 @@
 #include "emulator/fault/frame_identity.h"
 
 #include <fstream>
-#include <iterator>
 #include <string>
 
 
 namespace softverbs::fault {
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
+// One splitmix64 step from `hash` + `value`: the seeding Random uses.
 uint64_t combine(uint64_t hash, uint64_t value) {
-  return mix(hash + 0x9e3779b97f4a7c15ull + value);
+  uint64_t state = hash + value;
+  return Random::splitmix64(state);
 }
 
 constexpr uint32_t kPsnMask = 0xffffff;

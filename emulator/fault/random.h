@@ -36,16 +36,17 @@ class Random {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * bound) >> 64);
   }
 
- private:
-  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-  // Advances `x` and returns the next splitmix64 output.
+  // Advances `x` and returns the next splitmix64 output (also the hash of
+  // fault decisions: frame_identity.cc).
   static uint64_t splitmix64(uint64_t& x) {
     uint64_t z = (x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
   uint64_t state_[4];
 };
