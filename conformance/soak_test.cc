@@ -316,7 +316,13 @@ std::string stats_summary(const std::string& stats) {
 // before the peer ever ran: the sanitizer builds use a longer one.
 TEST(Soak, OneGibOfMixedRcTrafficUnderFaultsArrivesIntactExactlyOnceInOrder) {
   if (!soft_control_available()) GTEST_SKIP() << kNoSoftControl;
-  const uint64_t seed = env_or("SOFTVERBS_SOAK_SEED", 1);
+  // The run's seed (softverbs run --seed N) when there is one, so that a
+  // failure seen once is asked for again with the line printed here.
+  const uint64_t seed = env_or("SOFTVERBS_FAULT_SEED", env_or("SOFTVERBS_SOAK_SEED", 1));
+  std::printf("  soak fault seed %llu (replay with: softverbs run --seed %llu -- "
+              "conformance_tests --gtest_filter=Soak.*)\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
   const uint64_t total_bytes = env_or("SOFTVERBS_SOAK_BYTES", 1ull << 30);
   SoftControlReset reset(test_config().device_name);
 

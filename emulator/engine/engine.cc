@@ -25,6 +25,7 @@
 #include "emulator/same_host/local_delivery.h"
 #include "emulator/same_host/run_frame.h"
 #include "emulator/sync/internal_thread.h"
+#include "emulator/trace/trace_directory.h"
 #include "emulator/wire/routed_wire.h"
 #include "emulator/wire/shm_names.h"
 #include "emulator/wire/shm_registry.h"
@@ -181,6 +182,7 @@ Engine::Engine(Config config)
       clock_(config.clock ? config.clock : &SteadyClock::instance()),
       keepalive_(std::move(config.keepalive)),
       capture_(std::move(config.capture)),
+      trace_(std::move(config.trace)),
       fault_injector_(config.fault_injector),
       same_host_(config.same_host_peers, config.fault_injector,
                  SameHost::Settings{config.local_delivery, config.fair_timers}) {
@@ -345,6 +347,13 @@ Engine* Engine::process(Errno& err) {
     return nullptr;
   }
   if (capture) injector->set_observer(capture.get());
+  std::string trace_error;
+  std::shared_ptr<trace::TraceDirectory> traces = trace::TraceDirectory::from_environment(trace_error);
+  if (!trace_error.empty()) {
+    std::fprintf(stderr, "softverbs: %s\n", trace_error.c_str());
+    err = EINVAL;
+    return nullptr;
+  }
   Config config;
   config.fault_injector = injector.get();
   config.wire = std::move(injector);
@@ -356,11 +365,13 @@ Engine* Engine::process(Errno& err) {
   config.capture = capture;
   config.local_delivery = true;
   config.fair_timers = fair_timers;
+  config.trace = traces;
   g_process_engine = new Engine(std::move(config));
   // What the kernel's release of a dead process's locks does not do: free
   // the slot's names now, and let the last process remove the segments.
   g_process_engine->add_exit_hook([registry] { registry->leave(); });
   if (capture) g_process_engine->add_exit_hook([capture] { capture->stop(); });
+  if (traces) g_process_engine->add_exit_hook([traces] { traces->finish_all(); });
   if (routed) {
     g_process_engine->reaches_other_hosts_ = true;
     routed->set_intake([engine = g_process_engine] { engine->progress(); });
@@ -375,6 +386,10 @@ Engine* Engine::process(Errno& err) {
   return g_process_engine;
 }
 
+bool Engine::acknowledges_each_packet() const {
+  return fault_injector_ && fault_injector_->has_rules();
+}
+
 // ---- QP table
 
 Errno Engine::add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn) {
@@ -382,6 +397,7 @@ Errno Engine::add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn) {
   // Set before intake can see the QP; read-only from then on.
   qp->qpn = qpn;
   qp->ordinal = qp_ordinals_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (trace_) qp->trace = trace_->open(qp->ordinal);
   std::lock_guard lock(intake_mutex_);
   std::lock_guard table(qp_table_mutex_);
   qps_[qp_key(device_index, qpn)] = qp;

@@ -54,6 +54,9 @@ class Hca;
 namespace fault {
 class FaultInjector;
 }
+namespace trace {
+class TraceDirectory;
+}
 namespace control {
 class ControlServer;
 }
@@ -120,6 +123,8 @@ class Engine {
     // Local ACK timeouts wait for a peer of this host that has not run
     // (emulator/same_host/fair_timeout.h); SOFTVERBS_TIMERS=wall: false.
     bool fair_timers = true;
+    // Where each QP's protocol trace goes (emulator/trace/); null: nowhere.
+    std::shared_ptr<trace::TraceDirectory> trace;
   };
 
   explicit Engine(Config config);
@@ -262,6 +267,12 @@ class Engine {
 
   // The fault injector between the engine and the wire, if there is one.
   fault::FaultInjector* fault_injector() const { return fault_injector_; }
+  // While a fault plan has rules, every reliable request asks for an ACK
+  // and the responder sends each at once, uncoalesced: which packets are
+  // acknowledged then depends on the plan and the program only, not on how
+  // many arrived together, and a seed replays the same conversation
+  // (docs/faults.md, Reproducibility).
+  bool acknowledges_each_packet() const;
 
   // Starts answering `softverbs stats/fault/port` on this process's control
   // socket (the process engine does; unit-test engines don't).
@@ -338,6 +349,7 @@ class Engine {
   const Clock* clock_;
   std::shared_ptr<void> keepalive_;
   std::shared_ptr<void> capture_;  // destroyed after the wire (reset in ~Engine)
+  std::shared_ptr<trace::TraceDirectory> trace_;
   bool reaches_other_hosts_ = false;
   fault::FaultInjector* fault_injector_ = nullptr;
   SameHost same_host_;

@@ -2,6 +2,7 @@
 #include "emulator/engine/fault_conversations.h"
 
 #include "emulator/objects/qp_impl.h"
+#include "emulator/trace/protocol_events.h"
 
 namespace softverbs {
 
@@ -12,15 +13,32 @@ std::optional<fault::Conversation> Engine::FaultConversations::of(const QpImpl* 
 }
 
 std::optional<fault::Conversation> Engine::FaultConversations::of_sender(const WireAddress& dst) {
-  // The sending thread holds the sender's lock: it stays.
-  return of(dst.sender);
+  // The sending thread holds the sender's lock: it stays, and its
+  // requester's count is this thread's to read.
+  std::optional<fault::Conversation> conversation = of(dst.sender);
+  if (conversation) conversation->go_backs = dst.sender->requester.go_backs();
+  return conversation;
+}
+
+QpImpl* Engine::FaultConversations::receiver(const packet::Headers& headers) {
+  // In the intake, which keeps every QP it finds from being removed.
+  const DeviceDescription* device = arrival_device(headers);
+  return device ? engine_.find_qp(device->index, headers.bth.dest_qp) : nullptr;
 }
 
 std::optional<fault::Conversation> Engine::FaultConversations::of_receiver(
     const packet::Headers& headers) {
-  // In the intake, which keeps every QP it finds from being removed.
-  const DeviceDescription* device = arrival_device(headers);
-  return of(device ? engine_.find_qp(device->index, headers.bth.dest_qp) : nullptr);
+  const QpImpl* qp = receiver(headers);
+  std::optional<fault::Conversation> conversation = of(qp);
+  if (conversation) conversation->discarded_unseen = qp->responder.discards_unseen(headers.bth.psn);
+  return conversation;
+}
+
+void Engine::FaultConversations::fault_applied(fault::Direction direction, const WireAddress& dst,
+                                               const packet::Headers& headers,
+                                               fault::Action action, uint32_t attempt) {
+  const QpImpl* qp = direction == fault::Direction::kTx ? dst.sender : receiver(headers);
+  if (qp) trace::fault_applied(*qp, direction, headers, action, attempt);
 }
 
 }  // namespace softverbs

@@ -15,9 +15,13 @@ class Engine::FaultConversations final : public fault::ConversationDirectory {
   explicit FaultConversations(Engine& engine) : engine_(engine) {}
   std::optional<fault::Conversation> of_sender(const WireAddress& dst) override;
   std::optional<fault::Conversation> of_receiver(const packet::Headers& headers) override;
+  void fault_applied(fault::Direction direction, const WireAddress& dst,
+                     const packet::Headers& headers, fault::Action action,
+                     uint32_t attempt) override;
 
  private:
   static std::optional<fault::Conversation> of(const QpImpl* qp);
+  QpImpl* receiver(const packet::Headers& headers);
   Engine& engine_;
 };
 

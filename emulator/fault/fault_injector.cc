@@ -226,6 +226,10 @@ FaultInjector::Examined FaultInjector::examine(Direction direction, const WireAd
                                      : conversations_->of_receiver(e.packet.headers);
   }
   e.key = packet_key(direction, qp, e.packet.headers);
+  if (qp && packet::opcode_info(static_cast<uint8_t>(e.packet.headers.bth.opcode)).is_request) {
+    if (direction == Direction::kTx) e.attempt = qp->go_backs;
+    e.passes_unconsidered = qp->discarded_unseen;
+  }
   return e;
 }
 
@@ -234,7 +238,9 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
                                                    const Examined& examined, uint64_t now_ns) {
   Outcome outcome;
   LazyIdentity identity(examined, attempts_);
-  const std::optional<size_t> index = choose_rule_locked(direction, examined, identity);
+  const std::optional<size_t> index =
+      examined.passes_unconsidered ? std::nullopt
+                                   : choose_rule_locked(direction, examined, identity);
   if (!index) {
     note_passed_locked(direction, outcome.released);
     update_schedule_locked();
@@ -245,6 +251,9 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
   // from the same numbers as its decision, past the draw that decided.
   Random random = decision_random(plan_.seed, salt_, *index, identity.get());
   random.next();
+  if (conversations_ && examined.decoded)
+    conversations_->fault_applied(direction, dst, examined.packet.headers, rule->action,
+                                  identity.get().attempt);
 
   FaultCounts& counts = counts_for_locked(direction);
   auto count = [&](uint64_t FaultCounts::*field) {

@@ -169,6 +169,10 @@ class FaultInjector final : public Wire {
     bool decoded = false;
     packet::DecodedPacket packet;
     uint64_t key = 0;
+    // A request sent: its attempt is the sender's go-backs, not a count.
+    std::optional<uint32_t> attempt;
+    // A request its responder drops unseen: no rule is asked about it.
+    bool passes_unconsidered = false;
   };
   // Decodes and names the frame; called without the mutex (the engine's
   // QP table is looked at).
@@ -185,7 +189,10 @@ class FaultInjector final : public Wire {
     LazyIdentity(const Examined& examined, AttemptCounter& attempts)
         : examined_(examined), attempts_(attempts) {}
     const FrameIdentity& get() {
-      if (!identity_) identity_ = FrameIdentity{examined_.key, attempts_.next(examined_.key)};
+      if (!identity_)
+        identity_ = FrameIdentity{examined_.key, examined_.attempt
+                                                     ? *examined_.attempt
+                                                     : attempts_.next(examined_.key)};
       return *identity_;
     }
 

@@ -24,6 +24,11 @@ uint64_t packet_key(Direction direction, const std::optional<Conversation>& qp,
   const bool tx = direction == Direction::kTx;
   uint32_t psn = headers.bth.psn;
   if (qp) psn = (psn - (tx != response ? qp->sq_psn : qp->rq_psn)) & kPsnMask;
+  // A datagram received carries its sender's PSN, which this QP cannot
+  // place: the attempt count numbers the QP's arrivals instead.
+  if (!tx && packet::opcode_info(static_cast<uint8_t>(headers.bth.opcode)).transport ==
+                 packet::Transport::kUd)
+    psn = 0;
   uint64_t h = combine(1, static_cast<uint64_t>(direction));
   h = combine(h, qp ? qp->ordinal : 0);
   h = combine(h, psn);

@@ -12,8 +12,21 @@
 //               for the others), so programs that pick random PSNs
 //               (ibv_rc_pingpong) name the same packet alike in every run
 //   opcode      the BTH opcode
-//   attempt     how many frames of the same identity this process saw
-//               before: a retransmission gets a decision of its own
+//   attempt     for a request sent, how many times its QP went back N
+//               before sending it; for other frames, how many of the
+//               same identity this process saw before: a retransmission
+//               gets a decision of its own
+//
+// A datagram a UD QP receives carries its sender's PSN, which the receiver
+// cannot place: it is known by its QP and opcode, and its attempt is the
+// number of such datagrams that QP received before it.
+//
+// A requester's go-backs, not a count of sends, number its attempts: after
+// a sequence NAK, how many packets past the lost one it had sent before the
+// NAK came depends on the host's timing, and those packets are dropped
+// unseen by the responder. For the same reason such a packet, when it
+// arrives, is passed without asking any rule: whatever happened to it, the
+// responder drops it.
 //
 // never on wall time, the order in which frames of different QPs pass,
 // or how many other processes share the host. A frame that names no QP of
@@ -37,6 +50,11 @@ struct Conversation {
   uint32_t ordinal = 0;  // 1 for the first QP the process created
   uint32_t sq_psn = 0;   // the first PSN of the requests it sends
   uint32_t rq_psn = 0;   // the first PSN of the requests it expects
+  // Of a sender: how many times its requester went back so far.
+  uint32_t go_backs = 0;
+  // Of a receiver: the request is one its responder drops unseen (past a
+  // gap it sent a sequence NAK for).
+  bool discarded_unseen = false;
 };
 
 // The engine's QPs, for the injector: the QP that sends a frame to `dst`
@@ -46,6 +64,10 @@ class ConversationDirectory {
  public:
   virtual std::optional<Conversation> of_sender(const WireAddress& dst) = 0;
   virtual std::optional<Conversation> of_receiver(const packet::Headers& headers) = 0;
+  // A rule acted on a decoded frame: for the QP's protocol trace.
+  virtual void fault_applied(Direction /*direction*/, const WireAddress& /*dst*/,
+                             const packet::Headers& /*headers*/, Action /*action*/,
+                             uint32_t /*attempt*/) {}
 
  protected:
   ~ConversationDirectory() = default;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -29,6 +30,10 @@ struct ScriptedQp {
   uint32_t peer_qpn;
   uint32_t sq_psn;
   uint32_t rq_psn;
+  uint32_t go_backs = 0;
+  // Its responder answered a gap before this relative PSN: later requests
+  // are dropped unseen.
+  std::optional<uint32_t> gap_answered_at = std::nullopt;
 };
 
 // The engine's QPs as the test says: a sender is named by the address of its
@@ -38,18 +43,23 @@ class ScriptedConversations final : public ConversationDirectory {
   explicit ScriptedConversations(std::vector<ScriptedQp> qps) : qps_(std::move(qps)) {}
   std::optional<Conversation> of_sender(const WireAddress& dst) override {
     for (const ScriptedQp& qp : qps_)
-      if (dst.sender == sender(qp)) return Conversation{qp.ordinal, qp.sq_psn, qp.rq_psn};
+      if (dst.sender == sender(qp))
+        return Conversation{qp.ordinal, qp.sq_psn, qp.rq_psn, qp.go_backs};
     return std::nullopt;
   }
   std::optional<Conversation> of_receiver(const packet::Headers& h) override {
-    for (const ScriptedQp& qp : qps_)
-      if (h.bth.dest_qp == qp.qpn) return Conversation{qp.ordinal, qp.sq_psn, qp.rq_psn};
+    for (const ScriptedQp& qp : qps_) {
+      if (h.bth.dest_qp != qp.qpn) continue;
+      const uint32_t relative = (h.bth.psn - qp.rq_psn) & 0xffffff;
+      return Conversation{qp.ordinal, qp.sq_psn, qp.rq_psn, 0,
+                          qp.gap_answered_at && relative > *qp.gap_answered_at};
+    }
     return std::nullopt;
   }
   static const QpImpl* sender(const ScriptedQp& qp) {
     return reinterpret_cast<const QpImpl*>(&qp);
   }
-  const std::vector<ScriptedQp>& qps() const { return qps_; }
+  std::vector<ScriptedQp>& qps() { return qps_; }
 
  private:
   std::vector<ScriptedQp> qps_;
@@ -85,6 +95,13 @@ class Process {
     const ScriptedQp& qp = conversations_.qps()[index];
     wire_->send(WireAddress{}, make_frame(qp.qpn, (qp.rq_psn + relative) & kPsnMask));
     injector_->poll([&](std::span<const uint8_t> f) { count(index, f, qp.rq_psn); }, 64);
+  }
+
+  // QP `index`'s requester goes back N.
+  void go_back(size_t index) { ++conversations_.qps()[index].go_backs; }
+  // QP `index`'s responder answered a gap at `relative` (nullopt: none).
+  void answer_gap(size_t index, std::optional<uint32_t> relative) {
+    conversations_.qps()[index].gap_answered_at = relative;
   }
 
   // (QP index, relative PSN) of every frame that got through, with how
@@ -140,6 +157,7 @@ TEST(FrameIdentity, ARetransmissionGetsADecisionOfItsOwn) {
   Process process("seed=5; drop:dir=tx,p=0.5", {{1, 0x20, 0x40, 0, 0}});
   for (uint32_t psn = 0; psn < kFrames; ++psn) process.send(0, psn);
   const auto first_attempts = process.through;
+  process.go_back(0);
   for (uint32_t psn = 0; psn < kFrames; ++psn) process.send(0, psn);
   int lost_then_through = 0, through_then_lost = 0;
   for (uint32_t psn = 0; psn < kFrames; ++psn) {
@@ -150,6 +168,39 @@ TEST(FrameIdentity, ARetransmissionGetsADecisionOfItsOwn) {
   }
   EXPECT_GT(lost_then_through, 30);  // a dropped packet is not dropped for good
   EXPECT_GT(through_then_lost, 30);
+}
+
+// After a NAK, how far the requester had gone past the lost packet depends
+// on the host's timing: what it sends after going back does not.
+TEST(FrameIdentity, RequestsAfterAGoBackDoNotDependOnHowFarTheRequesterHadGone) {
+  Process near("seed=5; drop:dir=tx,p=0.3", {{1, 0x20, 0x40, 0, 0}});
+  Process far("seed=5; drop:dir=tx,p=0.3", {{1, 0x20, 0x40, 0, 0}});
+  for (uint32_t psn = 0; psn < 12; ++psn) near.send(0, psn);
+  for (uint32_t psn = 0; psn < 200; ++psn) far.send(0, psn);
+  near.go_back(0);
+  far.go_back(0);
+  near.through.clear();
+  far.through.clear();
+  for (uint32_t psn = 10; psn < kFrames; ++psn) {
+    near.send(0, psn);
+    far.send(0, psn);
+  }
+  EXPECT_EQ(near.through, far.through);
+  EXPECT_LT(near.through.size(), kFrames - 10);  // and some were dropped
+}
+
+// What the responder drops unseen is passed as it is, and asks no rule
+// (the rule would drop every frame here).
+TEST(FrameIdentity, ARequestTheResponderDropsUnseenPassesUnconsidered) {
+  Process process("seed=5; drop:dir=rx,p=1", {{1, 0x20, 0x40, 0, 0}});
+  process.answer_gap(0, 4);
+  process.receive(0, 4);  // the missing one itself: considered, dropped
+  process.receive(0, 5);
+  process.receive(0, 9);
+  process.answer_gap(0, std::nullopt);
+  process.receive(0, 6);
+  const std::map<std::pair<size_t, uint32_t>, int> expected = {{{0, 5}, 1}, {{0, 9}, 1}};
+  EXPECT_EQ(process.through, expected);
 }
 
 TEST(FrameIdentity, TheSeedAndTheProcessSaltChangeTheDecisions) {

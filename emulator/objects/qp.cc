@@ -6,6 +6,7 @@
 #include "emulator/objects/qp_impl.h"
 #include "emulator/objects/srq_impl.h"
 #include "emulator/same_host/target_table.h"
+#include "emulator/trace/protocol_events.h"
 #include "emulator/transport/qp_state.h"
 #include "emulator/wire/wire.h"
 
@@ -369,10 +370,12 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
   if (type != QpType::kUd && (can_receive() || can_send()))
     note_peer_migration_state(pkt.headers);
   if (!info.is_request) {
-    if (can_send() || attr.state == QpState::kSqe)
+    if (can_send() || attr.state == QpState::kSqe) {
+      trace::packet_received(*this, pkt.headers);
       completer.on_response(pkt, info);
-    else
+    } else {
       ++counters.packets_dropped_unfit;
+    }
     return;
   }
   if (!can_receive() || pkt.headers.bth.pkey != kDefaultPkey) {  // P_Key mismatch too
@@ -380,6 +383,7 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
     return;
   }
   ++counters.packets_received;
+  trace::packet_received(*this, pkt.headers);
   if (type == QpType::kUd) {
     responder.receive_datagram(pkt);
     return;
@@ -399,6 +403,7 @@ void QpImpl::receive_run(const RunFrame& run) {
   note_peer_migration_state(run.first);
   counters.packets_received += run.packets;
   ++counters.runs_received;
+  trace::run_received(*this, run);
   TargetEntryScope scope(*this);
   responder.receive_run(run);
 }
@@ -457,6 +462,7 @@ void QpImpl::transmit_to(const WireAddress& dst, const packet::Headers& h,
     return;
   }
   ++counters.packets_sent;
+  trace::packet_sent(*this, h);
   engine->transmit(sent_from_here(dst), h, payload);
 }
 
@@ -475,6 +481,9 @@ WcStatus QpImpl::transmit_gathered_to(const WireAddress& dst, const packet::Head
     }
   } source(*this, sges, num_sge, offset);
   const bool link_up = port_up();
+  // Traced before it goes, as transmit_to does: a fault applied to it
+  // follows. Should its payload not be read, the WQE's error follows.
+  if (link_up) trace::packet_sent(*this, h);
   const WcStatus st = engine->transmit_gathered(sent_from_here(dst), h, length, link_up, source);
   if (st == WcStatus::kSuccess) {
     if (link_up)
@@ -492,6 +501,7 @@ void QpImpl::transmit_run(const RunFrame& run) {
   }
   counters.packets_sent += run.packets;
   ++counters.runs_sent;
+  trace::run_sent(*this, run);
   engine->transmit_run(sent_from_here(destination()), run);
 }
 

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <span>
@@ -26,6 +27,7 @@
 #include "emulator/same_host/run_frame.h"
 #include "emulator/same_host/target_table_layout.h"
 #include "emulator/sync/qp_mutex.h"
+#include "emulator/trace/qp_trace.h"
 #include "emulator/transport/completer.h"
 #include "emulator/transport/path_migration.h"
 #include "emulator/transport/qp_counters.h"
@@ -132,6 +134,9 @@ struct QpImpl {
   uint32_t ordinal = 0;
   std::atomic<uint32_t> first_rq_psn{0};
   std::atomic<uint32_t> first_sq_psn{0};
+  // Its protocol trace (emulator/trace/), set by Engine::add_qp when the
+  // process traces; null otherwise.
+  std::shared_ptr<trace::QpTrace> trace;
 
   // ---- the QP's operations (qp.cc)
   Errno modify(const QpAttributes& a, uint32_t mask);

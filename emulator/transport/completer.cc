@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "emulator/objects/qp_impl.h"
+#include "emulator/trace/protocol_events.h"
 #include "emulator/transport/aeth.h"
 
 namespace softverbs {
@@ -215,6 +216,7 @@ Completer::Step Completer::rnr_nak(Response& r) {
     }
     --rnr_retries_left_;
   }
+  trace::rnr_wait(qp_, r.psn, rnr_retries_left_);
   qp_.requester.rewind_to(r.psn);
   retransmit_deadline_ns_ = 0;
   const uint64_t wait_ns =
@@ -264,6 +266,7 @@ void Completer::advance_una(uint32_t psn) {
   if (packet::psn_diff(psn, una_psn_) <= 0) return;
   qp_.requester.window().on_acknowledged(static_cast<uint32_t>(packet::psn_diff(psn, una_psn_)));
   una_psn_ = psn;
+  trace::acknowledged(qp_, una_psn_);
   if (deferred_ack_psn_ && packet::psn_diff(una_psn_, *deferred_ack_psn_) >= 0)
     deferred_ack_psn_.reset();
   resend_pending_ = false;
@@ -365,6 +368,7 @@ void Completer::resend_outstanding() {
 // ---- completion
 
 void Completer::executed_directly(SendWqe& w) {
+  trace::executed_directly(qp_, w.first_psn, wc_opcode(w.opcode));
   complete(w, WcStatus::kSuccess);
   advance_una(qp_.requester.next_psn());
   retire_completed();
@@ -381,6 +385,7 @@ void Completer::retire_completed() {
   SendQueue& sq = qp_.sq;
   while (sq.head != sq.tail && sq.at(sq.head).done) {
     const SendWqe& w = sq.at(sq.head);
+    trace::send_completed(qp_, wc_opcode(w.opcode), w.status);
     // IBTA 10.7.3.1: unsignaled WRs complete silently unless in error.
     if (w.status != WcStatus::kSuccess || qp_.sq_sig_all || (w.flags & kWrSignaled)) {
       Completion c;
@@ -447,6 +452,7 @@ void Completer::local_ack_timeout(uint64_t now_ns) {
     return;
   }
   ++qp_.counters.retransmit_timeouts;
+  trace::ack_timeout(qp_, una_psn_, retries_left_);
   if (retries_exhausted())
     fail_oldest(WcStatus::kRetryExcErr);
   else

@@ -8,6 +8,7 @@
 
 #include "emulator/objects/qp_impl.h"
 #include "emulator/packet/roce_v2.h"
+#include "emulator/trace/protocol_events.h"
 #include "emulator/wire/wire_burst.h"
 
 namespace softverbs {
@@ -59,7 +60,7 @@ void Requester::start(uint32_t sq_psn) { npsn_ = psn_high_ = sq_psn; }
 
 void Requester::reset() {
   wqe_ = nullptr;
-  npsn_ = psn_high_ = 0;
+  npsn_ = psn_high_ = go_backs_ = 0;
   send_offset_ = 0;
   ack_request_next_ = false;
   rd_atomic_outstanding_ = 0;
@@ -276,7 +277,8 @@ Requester::Step Requester::send_segment() {
   h.bth.ack_req = last || ack_request_next_ ||
                   packet::psn_diff(npsn_, w.first_psn) % kAckRequestInterval ==
                       kAckRequestInterval - 1 ||
-                  packets_in_flight() + 1 >= window_.packets();
+                  packets_in_flight() + 1 >= window_.packets() ||
+                  qp_.engine->acknowledges_each_packet();
   ack_request_next_ = false;
   if (qp_.type == QpType::kUc) h.bth.ack_req = false;  // UC is never acknowledged
 
@@ -461,6 +463,8 @@ void Requester::rewind_to(uint32_t psn) {
   // Go back N (IBTA 9.7.5.1.3): resend from the oldest WQE not yet done that
   // ends at or after `psn`, from `psn` within it (a READ from its first
   // missing response, an atomic whole).
+  trace::go_back(qp_, psn);
+  ++go_backs_;
   SendQueue& sq = qp_.sq;
   for (uint64_t n = sq.head; n != sq.tail; ++n) {
     SendWqe& w = sq.at(n);

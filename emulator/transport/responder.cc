@@ -8,6 +8,7 @@
 
 #include "emulator/objects/qp_impl.h"
 #include "emulator/objects/srq_impl.h"
+#include "emulator/trace/protocol_events.h"
 #include "emulator/transport/ack_batch.h"
 #include "emulator/wire/wire_burst.h"
 
@@ -29,7 +30,8 @@ void Responder::start(uint32_t rq_psn, uint32_t max_dest_rd_atomic) {
 
 void Responder::reset() {
   epsn_ = msn_ = 0;
-  nak_sent_ = recv_in_progress_ = write_in_progress_ = comm_established_ = holds_ack_ = false;
+  recv_in_progress_ = write_in_progress_ = comm_established_ = holds_ack_ = false;
+  set_nak_sent(false);
   held_acks_ = 0;
   release_receive();
   uc_dropping_ = false;
@@ -92,8 +94,18 @@ Responder::Step Responder::check_psn(Request& r) {
   const int32_t delta = packet::psn_diff(r.h.bth.psn, epsn_);
   if (delta > 0) return Step::kOutOfSequence;
   if (delta < 0) return Step::kDuplicate;
-  nak_sent_ = false;
+  if (nak_sent_) set_nak_sent(false);
   return Step::kExecute;
+}
+
+void Responder::set_nak_sent(bool sent) {
+  nak_sent_ = sent;
+  answered_gap_.store(sent ? kGapAnswered | epsn_ : 0, std::memory_order_relaxed);
+}
+
+bool Responder::discards_unseen(uint32_t psn) const {
+  const uint64_t gap = answered_gap_.load(std::memory_order_relaxed);
+  return (gap & kGapAnswered) && packet::psn_diff(psn, static_cast<uint32_t>(gap)) > 0;
 }
 
 Responder::Step Responder::out_of_sequence(Request& r) {
@@ -102,7 +114,7 @@ Responder::Step Responder::out_of_sequence(Request& r) {
     ++qp_.counters.out_of_sequence_dropped;
     return Step::kDone;
   }
-  nak_sent_ = true;
+  set_nak_sent(true);
   ++qp_.counters.sequence_naks_sent;
   // The NAK carries the PSN the responder expects (IBTA 9.7.5.2.2).
   send_ack(epsn_, aeth::nak(aeth::kNakPsnSequenceError));
@@ -363,7 +375,7 @@ Responder::Step Responder::pull_failed(Request& r) {
     return Step::kDone;
   }
   if (!nak_sent_) {
-    nak_sent_ = true;
+    set_nak_sent(true);
     ++qp_.counters.sequence_naks_sent;
     send_ack(epsn_, aeth::nak(aeth::kNakPsnSequenceError));
   }
@@ -416,7 +428,7 @@ void Responder::rnr_nak(uint32_t psn) {
 void Responder::ack(uint32_t psn) {
   // One ACK stands for at most a few: the requester's window must not wait
   // for a batch as long as itself.
-  AckBatch* batch = AckBatch::current();
+  AckBatch* batch = qp_.engine->acknowledges_each_packet() ? nullptr : AckBatch::current();
   if (batch && (holds_ack_ || batch->add(qp_))) {
     holds_ack_ = true;
     held_ack_psn_ = psn;
@@ -538,6 +550,7 @@ void Responder::complete_receive(const packet::Headers& h, bool is_send, bool ha
   if (h.has_grh) c.wc_flags |= kWcGrh;
   retire_receive();
   recv_in_progress_ = false;
+  trace::receive_completed(qp_, WcStatus::kSuccess);
   qp_.recv_cq->impl().push(c, h.bth.solicited);
 }
 
@@ -550,6 +563,7 @@ void Responder::fail_receive(WcStatus status) {
   c.qp_num = qp_.qpn;
   retire_receive();
   recv_in_progress_ = false;
+  trace::receive_completed(qp_, status);
   qp_.recv_cq->impl().push(c, false);
 }
 

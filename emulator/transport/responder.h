@@ -11,6 +11,7 @@
 // Guarded by the QP's lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -73,6 +74,10 @@ class Responder {
     epsn_ = p.expected_psn;
     msn_ = p.msn;
   }
+  // A request for `psn` would be dropped unseen: a sequence NAK was sent
+  // for the gap before it, and the missing PSN has not come. Read by the
+  // fault injector, without the QP's lock (frame_identity.h).
+  bool discards_unseen(uint32_t psn) const;
   // A request has arrived (in RTR, COMM_EST was raised for it).
   bool communication_established() const { return comm_established_; }
   // No message is half taken and no gap is being answered: a whole request
@@ -148,6 +153,11 @@ class Responder {
   uint32_t epsn_ = 0;            // expected PSN
   uint32_t msn_ = 0;             // message sequence number
   bool nak_sent_ = false;        // one sequence NAK per gap (IBTA 9.7.5.1.2)
+  // nak_sent_ and the PSN it was sent for, for discards_unseen():
+  // kGapAnswered | PSN, or 0.
+  void set_nak_sent(bool sent);
+  static constexpr uint64_t kGapAnswered = uint64_t{1} << 32;
+  std::atomic<uint64_t> answered_gap_{0};
   bool recv_in_progress_ = false;  // a multi-packet SEND is being received
   uint64_t recv_offset_ = 0;
   bool write_in_progress_ = false;

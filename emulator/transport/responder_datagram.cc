@@ -5,6 +5,7 @@
 #include <array>
 
 #include "emulator/objects/qp_impl.h"
+#include "emulator/trace/protocol_events.h"
 #include "emulator/transport/responder.h"
 
 namespace softverbs {
@@ -59,6 +60,7 @@ void Responder::receive_datagram(const packet::DecodedPacket& pkt) {
   }
   if (h.has_grh) c.wc_flags |= kWcGrh;
   retire_receive();
+  trace::receive_completed(qp_, WcStatus::kSuccess);
   qp_.recv_cq->impl().push(c, h.bth.solicited);
 }
 

@@ -50,10 +50,11 @@ expect 2 "$err" 'usage: softverbs COMMAND' "no arguments shows usage"
 
 for help in --help -h help; do
   run_cli "$cli" $help
-  expect 0 "$out" 'run \[--devices N\] \[--\[no-\]device-files\] -- PROGRAM' "$help"
+  expect 0 "$out" 'run \[--devices N\] \[--\[no-\]device-files\] \[--seed N\] \[--trace DIR\]' "$help"
   expect 0 "$out" 'devices' "$help lists devices"
   expect 0 "$out" 'capture -o FILE' "$help lists capture"
   expect 0 "$out" 'topo \[--name NAME\]' "$help lists topo"
+  expect 0 "$out" 'trace diff DIR_A DIR_B' "$help lists trace"
   expect 0 "$out" 'fault \[--pid PID\]' "$help lists fault"
 done
 
@@ -64,7 +65,7 @@ expect 0 "$out" '^usage: softverbs run ' "run --help"
 run_cli "$cli" help devices
 expect 0 "$out" '^usage: softverbs devices' "help devices"
 # Every command answers --help with its usage and status 0.
-for command in run devices listeners stats fault port rnr reset topo capture; do
+for command in run devices listeners stats fault port rnr reset topo capture trace; do
   for help in --help -h; do
     run_cli "$cli" $command $help
     expect 0 "$out" '^usage: softverbs ' "$command $help"

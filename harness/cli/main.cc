@@ -12,6 +12,7 @@
 #include "harness/cli/reset_command.h"
 #include "harness/cli/run_command.h"
 #include "harness/cli/topo_command.h"
+#include "harness/cli/trace_command.h"
 #include "harness/cli/usage.h"
 
 namespace softverbs::cli {
@@ -34,6 +35,7 @@ constexpr Command kCommands[] = {
     {"reset", reset_command, print_reset_usage},
     {"topo", topo_command, print_topo_usage},
     {"capture", capture_command, print_capture_usage},
+    {"trace", trace_command, print_trace_usage},
 };
 
 const Command* find_command(std::string_view name) {
@@ -52,7 +54,7 @@ int help_command(std::span<char* const> args) {
   const Command* command = find_command(args[0]);
   if (!command)
     return usage_error("help: no command named '" + std::string(args[0]) + "'",
-                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr|reset|topo|capture]");
+                       "type: softverbs help [run|devices|listeners|stats|fault|port|rnr|reset|topo|capture|trace]");
   command->print_usage(stdout);
   return kExitSuccess;
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,7 +24,8 @@ namespace softverbs::cli {
 namespace {
 
 constexpr std::string_view kRunHint =
-    "type: softverbs run [--devices N] [--[no-]device-files] [--seed N] -- PROGRAM [ARGS...]   "
+    "type: softverbs run [--devices N] [--[no-]device-files] [--seed N] [--trace DIR] -- PROGRAM "
+    "[ARGS...]   "
     "(see softverbs help run)";
 
 // --seed N: the run's fault seed, for every process of it
@@ -40,6 +42,28 @@ bool take_seed_option(std::span<char* const> args, std::size_t& i, std::string& 
     return true;
   }
   ::setenv("SOFTVERBS_FAULT_SEED", args[++i], /*overwrite=*/1);
+  return true;
+}
+
+// --trace DIR: every process of the run traces into DIR (SOFTVERBS_TRACE),
+// named absolutely, since a program may change its directory. The
+// directory is made here, so that a bad path is said before the program runs.
+bool take_trace_option(std::span<char* const> args, std::size_t& i, std::string& problem) {
+  if (std::string_view(args[i]) != "--trace") return false;
+  if (i + 1 >= args.size() || std::string_view(args[i + 1]).empty()) {
+    problem = "run: --trace needs a directory, e.g. --trace traces/run1";
+    return true;
+  }
+  std::string directory = args[++i];
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error || !std::filesystem::is_directory(directory)) {
+    problem = "run: --trace " + directory + ": cannot make the directory" +
+              (error ? " (" + error.message() + ")" : std::string(", a file is there"));
+    return true;
+  }
+  directory = std::filesystem::absolute(directory).lexically_normal().string();
+  ::setenv("SOFTVERBS_TRACE", directory.c_str(), /*overwrite=*/1);
   return true;
 }
 
@@ -192,7 +216,7 @@ int run_command(std::span<char* const> args) {
       continue;
     }
     std::string problem;
-    if (take_seed_option(args, i, problem)) {
+    if (take_seed_option(args, i, problem) || take_trace_option(args, i, problem)) {
       if (!problem.empty()) return usage_error(problem, kRunHint);
       continue;
     }

@@ -11,7 +11,8 @@ void print_usage(std::FILE* out) {
       "Runs unmodified libibverbs programs on software-emulated RDMA devices.\n"
       "\n"
       "commands:\n"
-      "  run [--devices N] [--[no-]device-files] -- PROGRAM [ARGS...]\n"
+      "  run [--devices N] [--[no-]device-files] [--seed N] [--trace DIR]\n"
+      "      -- PROGRAM [ARGS...]\n"
       "                 run PROGRAM with libsoftverbs.so preloaded, so its verbs\n"
       "                 calls reach the soft devices (softverbs0, softverbs1, ...)\n"
       "  devices [--devices N]\n"
@@ -36,6 +37,9 @@ void print_usage(std::FILE* out) {
       "                 to FILE (pcapng as RoCEv2, for tshark/Wireshark)\n"
       "  capture --pid PID -o FILE [--seconds S] [--device NAME] [--qp N]...\n"
       "                 the same for a running program, until Ctrl-C or S seconds\n"
+      "  trace diff DIR_A DIR_B\n"
+      "                 whether two runs traced with run --trace took the same\n"
+      "                 protocol path, and where they parted\n"
       "  help [COMMAND] show this text, or the text of one command (also:\n"
       "                 softverbs COMMAND --help)\n"
       "  --version      the version of softverbs\n"
@@ -48,6 +52,8 @@ void print_usage(std::FILE* out) {
       "  SOFTVERBS_LIBRARY     path of libsoftverbs.so, if not next to this program\n"
       "  SOFTVERBS_FAULTS      fault plan applied from the start (docs/faults.md)\n"
       "  SOFTVERBS_FAULTS_FILE file holding a fault plan\n"
+      "  SOFTVERBS_FAULT_SEED  the fault plan's seed, in place of its own\n"
+      "  SOFTVERBS_TRACE       directory of each QP's protocol trace (run --trace)\n"
       "\n"
       "example: softverbs run -- ibv_devinfo -v\n",
       out);
@@ -55,7 +61,8 @@ void print_usage(std::FILE* out) {
 
 void print_run_usage(std::FILE* out) {
   std::fputs(
-      "usage: softverbs run [--devices N] [--[no-]device-files] [--seed N] -- PROGRAM [ARGS...]\n"
+      "usage: softverbs run [--devices N] [--[no-]device-files] [--seed N] [--trace DIR]\n"
+      "                     -- PROGRAM [ARGS...]\n"
       "\n"
       "Starts PROGRAM with libsoftverbs.so added in front of LD_PRELOAD. PROGRAM's\n"
       "exit status is softverbs's; 127 when PROGRAM is not found.\n"
@@ -74,6 +81,9 @@ void print_run_usage(std::FILE* out) {
       "                      process of the run, in place of the plan's own\n"
       "                      (SOFTVERBS_FAULT_SEED); with a plan, the seed in force is\n"
       "                      printed at the start, so a failing run can be run again\n"
+      "  --trace DIR         each QP of every process of the run writes its protocol\n"
+      "                      events to DIR (SOFTVERBS_TRACE; made if missing), to\n"
+      "                      compare with another run: softverbs trace diff\n"
       "\n"
       "example: softverbs run -- ibv_rc_pingpong -d softverbs0\n",
       out);
@@ -166,6 +176,23 @@ void print_capture_usage(std::FILE* out) {
       "  softverbs run -- ibv_rc_pingpong localhost\n"
       "  tshark -r server.pcapng\n"
       "  softverbs capture --pid 1234 -o now.pcapng --seconds 5\n",
+      out);
+}
+
+void print_trace_usage(std::FILE* out) {
+  std::fputs(
+      "usage: softverbs trace diff DIR_A DIR_B\n"
+      "\n"
+      "Compares two runs traced with `softverbs run --trace DIR` (or SOFTVERBS_TRACE=DIR):\n"
+      "whether every QP's requester, completer and responder did the same, event for\n"
+      "event, and where they did not, the first event at which they parted. Processes\n"
+      "are paired by program name and their traces, not by pid. Exit status: 0 the\n"
+      "same path, 1 different paths, 2 a directory could not be read.\n"
+      "\n"
+      "A run under a fault plan replays its path from its seed (docs/faults.md):\n"
+      "  softverbs run --seed 7 --trace run1 -- ./test\n"
+      "  softverbs run --seed 7 --trace run2 -- ./test\n"
+      "  softverbs trace diff run1 run2\n",
       out);
 }
 

@@ -13,6 +13,7 @@ void print_listeners_usage(std::FILE* out);
 void print_reset_usage(std::FILE* out);
 void print_topo_usage(std::FILE* out);
 void print_capture_usage(std::FILE* out);
+void print_trace_usage(std::FILE* out);
 void print_control_usage(std::FILE* out);
 
 // Prints "softverbs: <problem>", then what to type instead (`hint`, or the

@@ -1,0 +1,117 @@
+// A QP's trace files: the three parts, the requester's lines that wait for
+// the completer, a file read while still mapped, and a path that cannot be
+// written.
+#include "emulator/trace/qp_trace.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace softverbs::trace {
+namespace {
+
+class QpTraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("qp-trace-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string stem() const { return (dir_ / "prog.1.qp1").string(); }
+  // What a reader sees: the file up to its first zero byte.
+  std::string read(const char* part) const {
+    std::ifstream in(stem() + "." + part, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.substr(0, text.find('\0'));
+  }
+  uintmax_t size_of(const char* part) const {
+    return std::filesystem::file_size(stem() + "." + part);
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(QpTraceTest, EachPartWritesItsOwnFileCutToItsEventsWhenFinished) {
+  QpTrace trace(stem());
+  trace.event(Stream::kCompleter, "timeout %u retries-left=%u", 3u, 6u);
+  trace.event(Stream::kResponder, "recv %s %u", "RC_SEND_ONLY", 0u);
+  trace.event(Stream::kResponder, "complete %s", "SUCCESS");
+  // Readable before the end, as a killed process leaves it.
+  EXPECT_EQ(read("completer"), "timeout 3 retries-left=6\n");
+  EXPECT_GT(size_of("completer"), read("completer").size());
+  trace.finish();
+  EXPECT_EQ(read("responder"), "recv RC_SEND_ONLY 0\ncomplete SUCCESS\n");
+  EXPECT_EQ(size_of("responder"), read("responder").size());
+  EXPECT_FALSE(std::filesystem::exists(stem() + ".requester"));  // no event, no file
+}
+
+TEST_F(QpTraceTest, RequesterLinesAreWrittenOnceAcknowledged) {
+  QpTrace trace(stem());
+  trace.request_event(10, "send A %u", 10u);
+  trace.request_event(11, "send B %u", 11u);
+  trace.request_event(12, "send C %u", 12u);
+  EXPECT_EQ(read("requester"), "");
+  trace.settle_requests_before(12);
+  EXPECT_EQ(read("requester"), "send A 10\nsend B 11\n");
+  trace.finish();  // what is left is written at the end
+  EXPECT_EQ(read("requester"), "send A 10\nsend B 11\nsend C 12\n");
+}
+
+TEST_F(QpTraceTest, GoingBackForgetsWhatWasSentPastThePsnGoneBackTo) {
+  QpTrace trace(stem());
+  trace.request_event(5, "send %u", 5u);
+  trace.request_event(6, "send %u", 6u);
+  trace.request_event(6, "fault drop tx %u", 6u);
+  trace.request_event(7, "send %u", 7u);
+  trace.request_event(8, "send %u", 8u);
+  trace.abandon_requests_after(6);
+  EXPECT_EQ(read("requester"), "send 5\nsend 6\nfault drop tx 6\n");
+  trace.request_event(6, "send %u", 6u);
+  trace.request_event(7, "send %u", 7u);
+  trace.settle_requests_before(8);
+  trace.finish();
+  EXPECT_EQ(read("requester"), "send 5\nsend 6\nfault drop tx 6\nsend 6\nsend 7\n");
+}
+
+TEST_F(QpTraceTest, PsnsCompareAcrossTheWrap) {
+  QpTrace trace(stem());
+  trace.request_event(0xfffffe, "send %u", 0xfffffeu);
+  trace.request_event(0xffffff, "send %u", 0xffffffu);
+  trace.request_event(0, "send %u", 0u);
+  trace.request_event(1, "send %u", 1u);
+  trace.abandon_requests_after(0);
+  trace.finish();
+  EXPECT_EQ(read("requester"), "send 16777214\nsend 16777215\nsend 0\n");
+}
+
+TEST_F(QpTraceTest, GrowsPastItsFirstMapping) {
+  QpTrace trace(stem());
+  std::string expected;
+  for (uint32_t i = 0; i < 20000; ++i) {
+    trace.event(Stream::kResponder, "recv RC_SEND_ONLY %u", i);
+    expected += "recv RC_SEND_ONLY " + std::to_string(i) + "\n";
+  }
+  EXPECT_EQ(read("responder"), expected);
+  trace.finish();
+  EXPECT_EQ(size_of("responder"), expected.size());
+}
+
+TEST_F(QpTraceTest, AFileThatCannotBeWrittenIsSaidOnceAndTracesNoFurther) {
+  QpTrace trace((dir_ / "missing" / "prog.1.qp1").string());
+  ::testing::internal::CaptureStderr();
+  trace.event(Stream::kResponder, "recv %u", 1u);
+  trace.event(Stream::kResponder, "recv %u", 2u);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("cannot write the trace"), std::string::npos) << said;
+  EXPECT_EQ(said.find("cannot write", said.find("cannot write") + 1), std::string::npos) << said;
+}
+
+}  // namespace
+}  // namespace softverbs::trace

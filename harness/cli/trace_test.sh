@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Protocol traces (softverbs run --trace, softverbs trace diff): runs of
+# unmodified programs under a fault plan take the same path from the same
+# seed, whatever else the host does, and another seed takes another.
+#
+#   - an ibv_rc_pingpong pair, three times with seed 7: alone, beside two
+#     busy loops, and after an unrelated traced pair started first; then
+#     once with seed 8
+#   - an ib_send_bw pair (streaming: go back N after each loss), twice with
+#     seed 7, once beside two busy loops
+#   - a killed program's trace is read up to its last event
+#   - misuse of `softverbs trace` says what to type
+#
+# Usage: trace_test.sh PATH/TO/softverbs
+set -uo pipefail
+export SOFTVERBS_UDP=0
+
+cli=${1:?usage: trace_test.sh PATH/TO/softverbs}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../scripts/lib/client-server.sh
+source "$here/../../scripts/lib/client-server.sh"
+export SOFTVERBS_SHM_PREFIX=${SOFTVERBS_SHM_PREFIX:-svtrace}
+for tool in ibv_rc_pingpong ib_send_bw; do
+  command -v $tool >/dev/null || { echo "$tool is missing; run scripts/setup.sh"; exit 1; }
+done
+
+work=$(mktemp -d)
+PAIR_LOG_DIR=$work
+busy=()
+stop_busy() {
+  ((${#busy[@]})) && kill "${busy[@]}" 2>/dev/null
+  busy=()
+}
+trap 'stop_busy; rm -rf "$work"; rm -f /dev/shm/$SOFTVERBS_SHM_PREFIX-*' EXIT
+failures=0
+fail() {
+  echo "FAILED: $*"
+  failures=$((failures + 1))
+}
+start_busy() {
+  for _ in 1 2; do
+    timeout 300 sh -c 'while :; do :; done' &
+    busy+=($!)
+  done
+}
+
+# traced_pair DIR SEED PLAN PROGRAM ARGS...: a server and a client of
+# PROGRAM under PLAN with SEED, each traced into DIR.
+traced_pair() {
+  local dir=$1 seed=$2 plan=$3
+  shift 3
+  SERVER_CMD=(env "SOFTVERBS_FAULTS=$plan" "$cli" run --seed "$seed" --trace "$dir" -- "$@"
+              -p @PORT@)
+  CLIENT_CMD=(env "SOFTVERBS_FAULTS=$plan" "$cli" run --seed "$seed" --trace "$dir" -- "$@"
+              -p @PORT@ localhost)
+  if ! run_client_server "trace $dir" 120; then
+    fail "$dir: the pair failed (server $PAIR_SERVER_STATUS, client $PAIR_CLIENT_STATUS)"
+    tail -5 "$PAIR_SERVER_LOG" "$PAIR_CLIENT_LOG"
+    return 1
+  fi
+  grep -q "fault plan seed $seed" "$PAIR_CLIENT_LOG" ||
+    fail "$dir: softverbs run did not say the seed in force"
+}
+
+# same DIR_A DIR_B / differ DIR_A DIR_B: what `softverbs trace diff` says.
+same() {
+  local out
+  out=$("$cli" trace diff "$1" "$2")
+  local status=$?
+  if ((status != 0)); then
+    fail "$1 and $2 should have taken the same path (status $status)"
+    echo "$out" | head -20
+  fi
+}
+differ() {
+  local out
+  out=$("$cli" trace diff "$1" "$2")
+  local status=$?
+  ((status == 1)) || fail "$1 and $2 should differ (status $status)"
+  echo "$out" | grep -q "the runs part at event" || fail "trace diff did not say where $1 and $2 part"
+}
+
+pingpong=(ibv_rc_pingpong -d softverbs0 -g 0 -n 200)
+drops='drop:p=0.05'
+
+traced_pair "$work/pp1" 7 "$drops" "${pingpong[@]}"
+start_busy
+traced_pair "$work/pp2" 7 "$drops" "${pingpong[@]}"
+stop_busy
+# An unrelated pair starts first and is still running: other QPNs, other
+# processes on the host.
+other_port=$(free_tcp_port)
+SOFTVERBS_TRACE=$work/other timeout 60 "$cli" run -- ibv_rc_pingpong -d softverbs0 -g 0 \
+  -n 100000 -p "$other_port" >/dev/null 2>&1 &
+other_server=$!
+for _ in $(seq 1 100); do
+  tcp_port_is_listening "$other_port" && break
+  sleep 0.1
+done
+SOFTVERBS_TRACE=$work/other timeout 60 "$cli" run -- ibv_rc_pingpong -d softverbs0 -g 0 \
+  -n 100000 -p "$other_port" localhost >/dev/null 2>&1 &
+other_client=$!
+traced_pair "$work/pp3" 7 "$drops" "${pingpong[@]}"
+kill "$other_client" "$other_server" 2>/dev/null
+wait "$other_client" "$other_server" 2>/dev/null
+traced_pair "$work/pp4" 8 "$drops" "${pingpong[@]}"
+
+for f in "$work"/pp1/*; do
+  [[ -s $f ]] || fail "empty trace $f"
+done
+(($(ls "$work/pp1" | wc -l) == 6)) || fail "expected 6 traces (3 parts of 2 QPs) in pp1: $(ls "$work/pp1")"
+grep -q '^fault drop' "$work"/pp1/* || fail "no fault in the traces of a run under $drops"
+grep -q '^timeout ' "$work"/pp1/*.completer || fail "no local ACK timeout traced"
+same "$work/pp1" "$work/pp2"
+same "$work/pp1" "$work/pp3"
+differ "$work/pp1" "$work/pp4"
+
+# Streaming: after each loss the requester goes back N; how far it had gone
+# past the lost packet is the host's timing, the path is not.
+bw=(ib_send_bw -d softverbs0 -n 2000 -s 8192)
+traced_pair "$work/bw1" 7 'drop:p=0.02' "${bw[@]}"
+start_busy
+traced_pair "$work/bw2" 7 'drop:p=0.02' "${bw[@]}"
+stop_busy
+grep -q '^go-back ' "$work"/bw1/*.completer || fail "no go back N traced in the streaming run"
+same "$work/bw1" "$work/bw2"
+
+# A killed program leaves its trace readable up to its last event.
+mkdir -p "$work/killed"
+cp "$work"/pp1/* "$work/killed/"
+for f in "$work"/killed/*; do
+  truncate -s $(($(stat -c %s "$f") + 65536)) "$f"  # the zero bytes a killed mapping leaves
+done
+same "$work/pp1" "$work/killed"
+
+# Misuse.
+expect_usage() {
+  local out status
+  out=$("$cli" "$@" 2>&1)
+  status=$?
+  ((status == 2)) || fail "softverbs $*: status $status, expected 2"
+  echo "$out" | grep -q "softverbs trace diff DIR_A DIR_B\|holds no protocol trace\|cannot read" ||
+    fail "softverbs $*: no hint in: $out"
+}
+expect_usage trace
+expect_usage trace show
+expect_usage trace diff "$work/pp1"
+expect_usage trace diff "$work/pp1" "$work/none"
+expect_usage trace diff "$work/pp1" /
+"$cli" trace --help | grep -q 'usage: softverbs trace diff' || fail "trace --help"
+out=$("$cli" run --trace 2>&1)
+grep -q -- '--trace needs a directory' <<<"$out" || fail "run --trace without a directory: $out"
+touch "$work/file"
+out=$("$cli" run --trace "$work/file" -- true 2>&1)
+grep -q 'cannot make the directory' <<<"$out" || fail "run --trace onto a file: $out"
+
+if ((failures)); then
+  echo "$failures failures"
+  exit 1
+fi
+echo "trace: every check passed"
