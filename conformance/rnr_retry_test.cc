@@ -130,6 +130,35 @@ TEST(RnrRetry, ForcedRnrExhaustsRnrRetryThoughAReceiveIsPosted) {
   });
 }
 
+// rnr_retry bounds the RNR NAKs of one stall: forward progress restores it
+// (rxe and HCAs reset it with retry_cnt when an ACK moves on). With
+// rnr_retry = 1, two SENDs that each meet one RNR NAK both complete. The
+// RNR NAKs come from a fault plan's rnr rule in the responder's process
+// (docs/faults.md), one per SEND.
+TEST(RnrRetry, TheBudgetIsRestoredByEachMessageThatCompletes) {
+  if (!soft_control_available()) GTEST_SKIP() << kNoSoftControl;
+  with_connected_pair(rnr_options(1, kShortestRnrTimer),
+                      [&](Endpoint& local, RemoteEndpoint& remote, const EndpointInfo& info) {
+    std::string reply;
+    for (uint64_t k = 1; k <= 3; ++k) {
+      ASSERT_EQ(0, remote.post_recv({40 + k, 0, 4096})) << remote.why();
+      // A new plan counts its nth afresh: the next SEND meets one RNR NAK.
+      ASSERT_EQ(0, remote.control("fault set rnr:nth=1", reply)) << reply << remote.why();
+      ASSERT_EQ(0, local.post_send(send_of(k, 64)));
+      std::vector<ibv_wc> sent;
+      ASSERT_EQ(0, local.poll(Queue::kSend, 1, sent));
+      expect_completion(sent[0], k, IBV_WC_SUCCESS, "a SEND refused once");
+      std::vector<ibv_wc> received;
+      ASSERT_EQ(0, remote.poll(Queue::kRecv, 1, received)) << remote.why();
+      expect_completion(received[0], 40 + k, IBV_WC_SUCCESS, "its receive");
+    }
+    remote.control("fault clear", reply);
+    std::string stats;
+    ASSERT_EQ(0, remote.control("stats", stats)) << remote.why();
+    EXPECT_EQ(3u, qp_counter(stats, info.qp.qpn, "forced_rnr_naks").value_or(0)) << stats;
+  });
+}
+
 // With rnr_retry = 7 a forced RNR only delays the SEND: once the responder's
 // process turns it off ("rnr off"), the SEND lands in the posted receive.
 TEST(RnrRetry, SendHeldByForcedRnrCompletesWhenRnrIsTurnedOff) {

@@ -34,7 +34,7 @@ void write_counters(std::ostringstream& out, const QpCounters& c) {
 void write_fault_counts(std::ostringstream& out, const char* label, const fault::FaultCounts& c) {
   out << label << ": matched=" << c.matched << " dropped=" << c.dropped
       << " duplicated=" << c.duplicated << " reordered=" << c.reordered
-      << " delayed=" << c.delayed << " corrupted=" << c.corrupted << "\n";
+      << " delayed=" << c.delayed << " corrupted=" << c.corrupted << " rnr=" << c.rnr << "\n";
 }
 
 // One QP's counters and where its queues and PSNs stand: what a stuck

@@ -390,6 +390,10 @@ bool Engine::acknowledges_each_packet() const {
   return fault_injector_ && fault_injector_->has_rules();
 }
 
+bool Engine::fault_plan_answers_rnr(const QpImpl& qp, const packet::Headers& headers) {
+  return fault_conversations_ && fault_conversations_->answers_with_rnr(qp, headers);
+}
+
 // ---- QP table
 
 Errno Engine::add_qp(uint32_t device_index, QpImpl* qp, uint32_t& qpn) {

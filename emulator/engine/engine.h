@@ -273,6 +273,9 @@ class Engine {
   // many arrived together, and a seed replays the same conversation
   // (docs/faults.md, Reproducibility).
   bool acknowledges_each_packet() const;
+  // A fault plan's rnr rule answers this SEND, arrived in sequence at
+  // `qp`, with an RNR NAK (docs/faults.md).
+  bool fault_plan_answers_rnr(const QpImpl& qp, const packet::Headers& headers);
 
   // Starts answering `softverbs stats/fault/port` on this process's control
   // socket (the process engine does; unit-test engines don't).

@@ -1,6 +1,7 @@
 // The fault injector's view of the engine's QPs (emulator/fault/frame_identity.h).
 #include "emulator/engine/fault_conversations.h"
 
+#include "emulator/fault/fault_injector.h"
 #include "emulator/objects/qp_impl.h"
 #include "emulator/trace/protocol_events.h"
 
@@ -32,6 +33,11 @@ std::optional<fault::Conversation> Engine::FaultConversations::of_receiver(
   std::optional<fault::Conversation> conversation = of(qp);
   if (conversation) conversation->discarded_unseen = qp->responder.discards_unseen(headers.bth.psn);
   return conversation;
+}
+
+bool Engine::FaultConversations::answers_with_rnr(const QpImpl& qp,
+                                                  const packet::Headers& headers) {
+  return engine_.fault_injector()->answers_with_rnr(*of(&qp), headers);
 }
 
 void Engine::FaultConversations::fault_applied(fault::Direction direction, const WireAddress& dst,

@@ -15,6 +15,8 @@ class Engine::FaultConversations final : public fault::ConversationDirectory {
   explicit FaultConversations(Engine& engine) : engine_(engine) {}
   std::optional<fault::Conversation> of_sender(const WireAddress& dst) override;
   std::optional<fault::Conversation> of_receiver(const packet::Headers& headers) override;
+  // Whether the plan answers this SEND to `qp` with an RNR NAK.
+  bool answers_with_rnr(const QpImpl& qp, const packet::Headers& headers);
   void fault_applied(fault::Direction direction, const WireAddress& dst,
                      const packet::Headers& headers, fault::Action action,
                      uint32_t attempt) override;

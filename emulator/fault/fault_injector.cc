@@ -11,9 +11,15 @@ namespace {
 
 size_t direction_index(Direction direction) { return direction == Direction::kRx ? 1 : 0; }
 
+// Whether `rule` acts on frames passing in `direction`: an rnr rule acts on
+// none (the responder asks it: answers_with_rnr).
 bool applies_to(const Rule& rule, Direction direction) {
+  if (rule.action == Action::kRnr) return false;
   return rule.direction == Direction::kBoth || rule.direction == direction;
 }
+
+// A SEND's key for rnr rules: apart from the key of the frame that carried it.
+constexpr uint64_t kRnrKeyTag = 0x726e72'00000000;
 
 // Moves the elements that satisfy `take` from `from` to the end of `to`,
 // keeping the order of both. Unlike std::stable_partition it never allocates
@@ -51,16 +57,18 @@ void FaultInjector::set_plan(const Plan& plan) {
   std::lock_guard lock(mutex_);
   plan_.seed = plan.seed;
   plan_.rules.clear();
-  bool tx = false, rx = false;
+  bool tx = false, rx = false, rnr = false;
   for (const Rule& rule : plan.rules) {
     plan_.rules.push_back(sanitized(rule));
     tx = tx || applies_to(rule, Direction::kTx);
     rx = rx || applies_to(rule, Direction::kRx);
+    rnr = rnr || rule.action == Action::kRnr;
   }
   progress_.assign(plan_.rules.size(), RuleProgress{});
   attempts_.clear();
   has_tx_rules_.store(tx, std::memory_order_release);
   has_rx_rules_.store(rx, std::memory_order_release);
+  has_rnr_rules_.store(rnr, std::memory_order_release);
 }
 
 Plan FaultInjector::plan() const {
@@ -212,6 +220,34 @@ bool FaultInjector::has_deferred() const {
   return held_frames_.load(std::memory_order_relaxed) != 0 || inner_->has_deferred();
 }
 
+bool FaultInjector::answers_with_rnr(const Conversation& qp, const packet::Headers& headers) {
+  if (!has_rnr_rules_.load(std::memory_order_relaxed)) return false;
+  Examined examined;
+  examined.decoded = true;
+  examined.key = packet_key(Direction::kRx, qp, headers) ^ kRnrKeyTag;
+  std::lock_guard lock(mutex_);
+  LazyIdentity identity(examined, attempts_);
+  for (size_t i = 0; i < plan_.rules.size(); ++i) {
+    const Rule& rule = plan_.rules[i];
+    if (rule.action != Action::kRnr) continue;
+    if (rule.qpn && *rule.qpn != headers.bth.dest_qp) continue;
+    if (rule.opcode && *rule.opcode != static_cast<uint8_t>(headers.bth.opcode)) continue;
+    RuleProgress& progress = progress_[i];
+    ++progress.matched;
+    ++counters_.rx.matched;
+    ++counters_.matched;
+    if (!fires_locked(rule, i, progress, identity)) continue;
+    ++progress.injected;
+    ++counters_.rx.rnr;
+    ++counters_.rnr;
+    if (conversations_)
+      conversations_->fault_applied(Direction::kRx, WireAddress{}, headers, Action::kRnr,
+                                    identity.get().attempt);
+    return true;
+  }
+  return false;
+}
+
 FaultInjector::Examined FaultInjector::examine(Direction direction, const WireAddress& dst,
                                                std::span<const uint8_t> frame) {
   Examined e;
@@ -293,6 +329,9 @@ FaultInjector::Outcome FaultInjector::admit_locked(Direction direction, const Wi
       outcome.held = true;
       hold_locked(HeldFrame{direction, dst, {frame.begin(), frame.end()},
                             now_ns + kReorderReleaseAfterNs, rule->reorder_depth});
+      break;
+    case Action::kRnr:  // never chosen for a frame (applies_to)
+      note_passed_locked(direction, outcome.released);
       break;
   }
   update_schedule_locked();

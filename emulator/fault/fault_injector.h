@@ -44,6 +44,7 @@ struct FaultCounts {
   uint64_t reordered = 0;   // held back for later frames to overtake
   uint64_t delayed = 0;
   uint64_t corrupted = 0;
+  uint64_t rnr = 0;         // SENDs answered with an RNR NAK (rnr rules)
 };
 
 // The totals, the same split by direction, and what is held right now.
@@ -131,8 +132,15 @@ class FaultInjector final : public Wire {
   // its own, for the rules to see.
   bool has_rules() const {
     return has_tx_rules_.load(std::memory_order_relaxed) ||
-           has_rx_rules_.load(std::memory_order_relaxed);
+           has_rx_rules_.load(std::memory_order_relaxed) ||
+           has_rnr_rules_.load(std::memory_order_relaxed);
   }
+  // Whether an rnr rule answers this SEND, arrived in sequence at `qp`'s
+  // responder, with an RNR NAK as if no receive WQE were posted. Decided
+  // from the SEND's identity like any fault (frame_identity.h); its attempt
+  // counts how often the responder asked for it, so an RNR retry gets a
+  // decision of its own.
+  bool answers_with_rnr(const Conversation& qp, const packet::Headers& headers);
   bool may_have_input() const override {
     return held_frames_.load(std::memory_order_relaxed) != 0 || inner_->may_have_input();
   }
@@ -241,6 +249,7 @@ class FaultInjector final : public Wire {
   // Read without the mutex by the fast paths and by wait().
   std::atomic<bool> has_tx_rules_{false};
   std::atomic<bool> has_rx_rules_{false};
+  std::atomic<bool> has_rnr_rules_{false};
   std::atomic<uint64_t> held_frames_{0};
   std::atomic<uint64_t> next_release_ns_{UINT64_MAX};
 };

@@ -20,7 +20,7 @@ struct ActionName {
 constexpr ActionName kActionNames[] = {
     {Action::kDrop, "drop"},       {Action::kDuplicate, "dup"},
     {Action::kReorder, "reorder"}, {Action::kDelay, "delay"},
-    {Action::kCorrupt, "corrupt"},
+    {Action::kCorrupt, "corrupt"}, {Action::kRnr, "rnr"},
 };
 
 std::string_view trim(std::string_view text) {
@@ -162,9 +162,10 @@ std::string parse_rule(std::string_view text, Rule& out) {
   }
   if (action == "duplicate") found = &kActionNames[1];
   if (found == nullptr) {
-    if (action.empty()) return "no action (start the rule with drop, dup, reorder, delay or corrupt)";
+    if (action.empty())
+      return "no action (start the rule with drop, dup, reorder, delay, corrupt or rnr)";
     return "unknown action '" + std::string(trim(text.substr(0, colon))) +
-           "' (use drop, dup, reorder, delay, corrupt)";
+           "' (use drop, dup, reorder, delay, corrupt, rnr)";
   }
   parsed.rule.action = found->action;
 
@@ -186,6 +187,9 @@ std::string parse_rule(std::string_view text, Rule& out) {
     parsed.keys_seen.push_back(key);
     if (value.empty()) return "key '" + key + "' has no value (write " + key + "=VALUE)";
     if (std::string problem = apply_key(key, value, parsed); !problem.empty()) return problem;
+  }
+  if (parsed.rule.action == Action::kRnr && parsed.rule.direction == Direction::kTx) {
+    return "rnr answers SENDs where they arrive (leave dir out, or write dir=rx)";
   }
   if (parsed.rule.action == Action::kDelay && !parsed.has_delay && !parsed.has_jitter) {
     return "delay needs a duration (add ms=N or us=N, e.g. delay:ms=5)";

@@ -1,6 +1,7 @@
 // A fault plan: which packets the fault injector (fault_injector.h) drops,
-// duplicates, reorders, delays or corrupts, and the seed that makes a run
-// replayable. Plans are written as text (docs/faults.md) in the environment,
+// duplicates, reorders, delays or corrupts, which SENDs the responder
+// answers with an RNR NAK as if no receive were posted, and the seed that
+// makes a run replayable. Plans are written as text (docs/faults.md) in the environment,
 // in a file, or through `softverbs fault`; parse_plan() and to_string() are
 // the two directions of that text form.
 #pragma once
@@ -13,7 +14,9 @@
 
 namespace softverbs::fault {
 
-enum class Action : uint8_t { kDrop, kDuplicate, kReorder, kDelay, kCorrupt };
+// kRnr is not done to a frame: the responder asks the plan when a SEND
+// arrives in sequence (FaultInjector::answers_with_rnr).
+enum class Action : uint8_t { kDrop, kDuplicate, kReorder, kDelay, kCorrupt, kRnr };
 
 // kTx: frames this process sends; kRx: frames it receives.
 enum class Direction : uint8_t { kBoth, kTx, kRx };

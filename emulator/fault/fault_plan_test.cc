@@ -59,6 +59,8 @@ TEST(FaultPlanText, ActionsHaveShortNamesAndDefaults) {
   EXPECT_EQ(only_rule("reorder").action, Action::kReorder);
   EXPECT_EQ(only_rule("delay:ms=1").action, Action::kDelay);
   EXPECT_EQ(only_rule("corrupt").action, Action::kCorrupt);
+  EXPECT_EQ(only_rule("rnr").action, Action::kRnr);
+  EXPECT_EQ(only_rule("rnr:dir=rx,op=SEND_FIRST,p=0.2").action, Action::kRnr);
   EXPECT_EQ(only_rule("DROP:").action, Action::kDrop);
   const Rule rule = only_rule("drop");
   EXPECT_EQ(rule.direction, Direction::kBoth);
@@ -196,6 +198,7 @@ TEST(FaultPlanText, ToStringRoundTrips) {
       "us=0.001,jitter_ms=3.25",
       "delay:jitter_us=7; reorder:dir=rx,depth=4000000000,limit=1; corrupt:op=200,p=0.3333333333333333",
       "delay:ms=3600000",
+      "seed=3; rnr:p=0.15; rnr:op=SEND_ONLY,nth=2",
   };
   for (const char* text : texts) {
     const Plan plan = parse_ok(text);
@@ -206,6 +209,7 @@ TEST(FaultPlanText, ToStringRoundTrips) {
 TEST(FaultPlanText, NamesOfActionsAndDirections) {
   EXPECT_STREQ(to_string(Action::kDuplicate), "dup");
   EXPECT_STREQ(to_string(Action::kCorrupt), "corrupt");
+  EXPECT_STREQ(to_string(Action::kRnr), "rnr");
   EXPECT_STREQ(to_string(Direction::kRx), "rx");
   EXPECT_STREQ(to_string(Direction::kBoth), "both");
 }
@@ -228,10 +232,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         ErrorCase{"drp:p=0.1",
                   "fault rule 'drp:p=0.1': unknown action 'drp' (use drop, dup, reorder, "
-                  "delay, corrupt)"},
+                  "delay, corrupt, rnr)"},
         ErrorCase{":p=0.1",
                   "fault rule ':p=0.1': no action (start the rule with drop, dup, reorder, "
-                  "delay or corrupt)"},
+                  "delay, corrupt or rnr)"},
+        ErrorCase{"rnr:dir=tx",
+                  "fault rule 'rnr:dir=tx': rnr answers SENDs where they arrive (leave dir "
+                  "out, or write dir=rx)"},
         ErrorCase{"drop:prob=0.1",
                   "fault rule 'drop:prob=0.1': unknown key 'prob' (use dir, qp, op, p, nth, "
                   "limit, ms, us, jitter_ms, jitter_us, depth)"},

@@ -270,8 +270,10 @@ void Completer::advance_una(uint32_t psn) {
   if (deferred_ack_psn_ && packet::psn_diff(una_psn_, *deferred_ack_psn_) >= 0)
     deferred_ack_psn_.reset();
   resend_pending_ = false;
-  // Forward progress restarts the retry budget (IBTA 9.7.6.1.3).
+  // Forward progress restarts both retry budgets (IBTA 9.7.6.1.3; rxe and
+  // HCAs alike): rnr_retry bounds the RNR NAKs of one stall, not of the QP.
   retries_left_ = qp_.attr.retry_cnt;
+  rnr_retries_left_ = qp_.attr.rnr_retry;
   fair_timeout_.reset();
   retransmit_deadline_ns_ = 0;
   if (una_psn_ != qp_.requester.next_psn()) arm_retransmit_timer();

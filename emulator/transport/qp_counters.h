@@ -27,7 +27,7 @@ namespace softverbs {
   X(port_down_drops, "packets not sent because the port was down")                \
   X(path_migrations, "moves to the alternate path (IBV_EVENT_PATH_MIG)")          \
   X(path_migration_errors, "migrations due but the alternate port was down")      \
-  X(forced_rnr_naks, "RNR NAKs sent because forced RNR was on")                  \
+  X(forced_rnr_naks, "RNR NAKs forced by softverbs rnr or a plan's rnr rule")     \
   X(runs_sent, "runs of packets sent as one frame, payload left in place")      \
   X(runs_received, "runs of packets received, payload pulled in one copy")      \
   X(run_pull_failures, "runs whose payload could not be pulled (resent)")         \

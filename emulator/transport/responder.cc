@@ -190,7 +190,8 @@ Responder::Step Responder::execute(Request& r) {
 Responder::Step Responder::execute_send(Request& r) {
   if (starts_message(r.info.position)) {
     if (recv_in_progress_) return fail(r, aeth::kNakInvalidRequest, AsyncEventType::kQpReqErr);
-    const bool forced = !is_uc() && forced_rnr();
+    const bool forced =
+        !is_uc() && (forced_rnr() || qp_.engine->fault_plan_answers_rnr(qp_, r.h));
     if (forced) ++qp_.counters.forced_rnr_naks;
     if (forced || !claim_receive()) {
       if (is_uc()) {  // no WQE: the message is lost

@@ -18,7 +18,7 @@ struct RcPeer {
 
 // 0, or the errno of the first transition that failed (`failed` names it).
 inline int connect_rc(ibv_qp* qp, ibv_mtu mtu, const RcPeer& peer, uint8_t timeout,
-                      const char*& failed) {
+                      const char*& failed, uint8_t rnr_retry = 7) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
@@ -52,7 +52,7 @@ inline int connect_rc(ibv_qp* qp, ibv_mtu mtu, const RcPeer& peer, uint8_t timeo
   a.sq_psn = 1;
   a.timeout = timeout;
   a.retry_cnt = 7;
-  a.rnr_retry = 7;
+  a.rnr_retry = rnr_retry;
   a.max_rd_atomic = 1;
   failed = "RTS";
   return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
