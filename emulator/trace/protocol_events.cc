@@ -1,15 +1,22 @@
 // The transport's trace events (protocol_events.h).
 #include "emulator/trace/protocol_events.h"
 
-#include "emulator/fault/opcode_names.h"
 #include "emulator/objects/qp_impl.h"
 #include "emulator/same_host/run_frame.h"
+#include "emulator/trace/trace_line.h"
 #include "emulator/transport/aeth.h"
 
 namespace softverbs::trace {
 namespace {
 
 uint32_t relative(uint32_t psn, uint32_t first) { return (psn - first) & packet::kPsnMask; }
+
+// The opcode table's name, or OPCODE=<n> for one softverbs does not know.
+TraceLine& opcode_word(TraceLine& line, packet::Opcode opcode) {
+  if (const char* name = packet::opcode_info(static_cast<uint8_t>(opcode)).name)
+    return line.word(name);
+  return line.setting("OPCODE", static_cast<uint8_t>(opcode));
+}
 
 bool is_request(packet::Opcode opcode) {
   return packet::opcode_info(static_cast<uint8_t>(opcode)).is_request;
@@ -29,23 +36,24 @@ uint32_t relative_psn(const QpImpl& qp, Stream side, uint32_t psn) {
                            : qp.first_rq_psn.load(std::memory_order_relaxed));
 }
 
-// What an ACK-carrying response says, after its opcode and PSN.
+// What an ACK-carrying response says, after its opcode and PSN; null for
+// other packets.
 const char* syndrome_text(const packet::Headers& h) {
   if (!(packet::opcode_info(static_cast<uint8_t>(h.bth.opcode)).headers & packet::kHdrAeth))
-    return "";
+    return nullptr;
   switch (aeth::kind(h.aeth.syndrome)) {
-    case aeth::Kind::kAck: return " ack";
-    case aeth::Kind::kRnrNak: return " rnr-nak";
-    case aeth::Kind::kReserved: return " reserved";
+    case aeth::Kind::kAck: return "ack";
+    case aeth::Kind::kRnrNak: return "rnr-nak";
+    case aeth::Kind::kReserved: return "reserved";
     case aeth::Kind::kNak: break;
   }
   switch (aeth::value(h.aeth.syndrome)) {
-    case aeth::kNakPsnSequenceError: return " nak-sequence";
-    case aeth::kNakInvalidRequest: return " nak-invalid-request";
-    case aeth::kNakRemoteAccessError: return " nak-remote-access";
-    case aeth::kNakRemoteOperationalError: return " nak-remote-operational";
-    case aeth::kNakInvalidRdRequest: return " nak-invalid-rd-request";
-    default: return " nak";
+    case aeth::kNakPsnSequenceError: return "nak-sequence";
+    case aeth::kNakInvalidRequest: return "nak-invalid-request";
+    case aeth::kNakRemoteAccessError: return "nak-remote-access";
+    case aeth::kNakRemoteOperationalError: return "nak-remote-operational";
+    case aeth::kNakInvalidRdRequest: return "nak-invalid-rd-request";
+    default: return "nak";
   }
 }
 
@@ -54,28 +62,27 @@ void packet_event(const QpImpl& qp, const packet::Headers& h, bool sent) {
   // Past a gap it answered, the responder drops requests unseen; how many
   // come depends on the host's timing.
   if (side == Stream::kResponder && !sent && qp.responder.discards_unseen(h.bth.psn)) return;
-  const std::string opcode = fault::opcode_text(static_cast<uint8_t>(h.bth.opcode));
-  const char* syndrome = syndrome_text(h);
+  TraceLine line;
+  opcode_word(line.word(sent ? "send" : "recv"), h.bth.opcode);
   // A datagram received carries its sender's PSN, which says nothing here.
-  if (!sent && qp.type == QpType::kUd) {
-    qp.trace->event(side, "recv %s", opcode.c_str());
-    return;
-  }
-  const uint32_t psn = relative_psn(qp, side, h.bth.psn);
+  if (!sent && qp.type == QpType::kUd) return qp.trace->event(side, line.finished());
+  line.number(relative_psn(qp, side, h.bth.psn));
+  if (const char* syndrome = syndrome_text(h)) line.word(syndrome);
   if (side == Stream::kRequester)
-    qp.trace->request_event(h.bth.psn, "send %s %u", opcode.c_str(), psn);
+    qp.trace->request_event(h.bth.psn, line.finished());
   else
-    qp.trace->event(side, "%s %s %u%s", sent ? "send" : "recv", opcode.c_str(), psn, syndrome);
+    qp.trace->event(side, line.finished());
 }
 
 void run_event(const QpImpl& qp, const RunFrame& run, bool sent) {
   const Stream side = sent ? Stream::kRequester : Stream::kResponder;
-  const std::string opcode = fault::opcode_text(static_cast<uint8_t>(run.first.bth.opcode));
-  const uint32_t psn = relative_psn(qp, side, run.first.bth.psn);
+  TraceLine line;
+  opcode_word(line.word("run"), run.first.bth.opcode);
+  line.number(relative_psn(qp, side, run.first.bth.psn)).joined('+', run.packets);
   if (sent)
-    qp.trace->request_event(run.first.bth.psn, "run %s %u+%u", opcode.c_str(), psn, run.packets);
+    qp.trace->request_event(run.first.bth.psn, line.finished());
   else
-    qp.trace->event(side, "run %s %u+%u", opcode.c_str(), psn, run.packets);
+    qp.trace->event(side, line.finished());
 }
 
 const char* opcode_name(WcOpcode opcode) {
@@ -142,24 +149,31 @@ void run_received(const QpImpl& qp, const RunFrame& run) {
 }
 
 void executed_directly(const QpImpl& qp, uint32_t psn, WcOpcode opcode) {
-  if (qp.trace) qp.trace->request_event(psn, "direct %s", opcode_name(opcode));
+  if (!qp.trace) return;
+  TraceLine line;
+  qp.trace->request_event(psn, line.word("direct").word(opcode_name(opcode)).finished());
 }
 
 void ack_timeout(const QpImpl& qp, uint32_t psn, uint32_t retries_left) {
-  if (qp.trace)
-    qp.trace->event(Stream::kCompleter, "timeout %u retries-left=%u",
-                      relative_psn(qp, Stream::kCompleter, psn), retries_left);
+  if (!qp.trace) return;
+  TraceLine line;
+  line.word("timeout").number(relative_psn(qp, Stream::kCompleter, psn));
+  qp.trace->event(Stream::kCompleter, line.setting("retries-left", retries_left).finished());
 }
 
 void rnr_wait(const QpImpl& qp, uint32_t psn, uint32_t rnr_retries_left) {
-  if (qp.trace)
-    qp.trace->event(Stream::kCompleter, "rnr-wait %u rnr-retries-left=%u",
-                    relative_psn(qp, Stream::kCompleter, psn), rnr_retries_left);
+  if (!qp.trace) return;
+  TraceLine line;
+  line.word("rnr-wait").number(relative_psn(qp, Stream::kCompleter, psn));
+  qp.trace->event(Stream::kCompleter,
+                  line.setting("rnr-retries-left", rnr_retries_left).finished());
 }
 
 void go_back(const QpImpl& qp, uint32_t psn) {
   if (!qp.trace) return;
-  qp.trace->event(Stream::kCompleter, "go-back %u", relative_psn(qp, Stream::kCompleter, psn));
+  TraceLine line;
+  line.word("go-back").number(relative_psn(qp, Stream::kCompleter, psn));
+  qp.trace->event(Stream::kCompleter, line.finished());
   qp.trace->abandon_requests_after(psn);
 }
 
@@ -168,12 +182,16 @@ void acknowledged(const QpImpl& qp, uint32_t una) {
 }
 
 void send_completed(const QpImpl& qp, WcOpcode opcode, WcStatus status) {
-  if (qp.trace)
-    qp.trace->event(Stream::kCompleter, "complete %s %s", opcode_name(opcode), status_name(status));
+  if (!qp.trace) return;
+  TraceLine line;
+  line.word("complete").word(opcode_name(opcode)).word(status_name(status));
+  qp.trace->event(Stream::kCompleter, line.finished());
 }
 
 void receive_completed(const QpImpl& qp, WcStatus status) {
-  if (qp.trace) qp.trace->event(Stream::kResponder, "complete %s", status_name(status));
+  if (!qp.trace) return;
+  TraceLine line;
+  qp.trace->event(Stream::kResponder, line.word("complete").word(status_name(status)).finished());
 }
 
 void fault_applied(const QpImpl& qp, fault::Direction direction, const packet::Headers& h,
@@ -181,15 +199,15 @@ void fault_applied(const QpImpl& qp, fault::Direction direction, const packet::H
   if (!qp.trace) return;
   const bool sent = direction == fault::Direction::kTx;
   const Stream side = side_of(h.bth.opcode, sent);
-  const uint32_t psn =
-      !sent && qp.type == QpType::kUd ? 0 : relative_psn(qp, side, h.bth.psn);
-  const std::string opcode = fault::opcode_text(static_cast<uint8_t>(h.bth.opcode));
-  const char* name = fault::to_string(action);
+  TraceLine line;
+  line.word("fault").word(fault::to_string(action)).word(sent ? "tx" : "rx");
+  opcode_word(line, h.bth.opcode);
+  line.number(!sent && qp.type == QpType::kUd ? 0 : relative_psn(qp, side, h.bth.psn));
+  line.number(attempt);
   if (side == Stream::kRequester)
-    qp.trace->request_event(h.bth.psn, "fault %s tx %s %u %u", name, opcode.c_str(), psn, attempt);
+    qp.trace->request_event(h.bth.psn, line.finished());
   else
-    qp.trace->event(side, "fault %s %s %s %u %u", name, sent ? "tx" : "rx", opcode.c_str(), psn,
-                    attempt);
+    qp.trace->event(side, line.finished());
 }
 
 }  // namespace softverbs::trace

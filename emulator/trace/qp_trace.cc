@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
@@ -17,18 +16,8 @@ namespace {
 // A file's first mapping; each later one doubles it, by at most kMaxStep.
 constexpr size_t kFirstMapping = 64 * 1024;
 constexpr size_t kMaxStep = 64 * 1024 * 1024;
-constexpr size_t kMaxLine = 160;
 
 size_t index_of(Stream stream) { return static_cast<size_t>(stream); }
-
-// `line` (kMaxLine bytes) gets the event and its newline: its length, 0 if none.
-size_t format_line(char* line, const char* format, va_list args) {
-  const int n = std::vsnprintf(line, kMaxLine - 1, format, args);
-  if (n <= 0) return 0;
-  const size_t length = std::min<size_t>(static_cast<size_t>(n), kMaxLine - 2);
-  line[length] = '\n';
-  return length + 1;
-}
 
 // 24-bit PSNs: `a` comes before `b`.
 bool psn_before(uint32_t a, uint32_t b) {
@@ -52,27 +41,15 @@ QpTrace::~QpTrace() {
   }
 }
 
-void QpTrace::event(Stream stream, const char* format, ...) {
-  char line[kMaxLine];
-  va_list args;
-  va_start(args, format);
-  const size_t length = format_line(line, format, args);
-  va_end(args);
-  if (!length) return;
+void QpTrace::event(Stream stream, std::string_view line) {
   std::lock_guard lock(mutex_);
-  append_locked(files_[index_of(stream)], line, length);
+  append_locked(files_[index_of(stream)], line.data(), line.size());
 }
 
-void QpTrace::request_event(uint32_t psn, const char* format, ...) {
-  char line[kMaxLine];
-  va_list args;
-  va_start(args, format);
-  const size_t length = format_line(line, format, args);
-  va_end(args);
-  if (!length) return;
+void QpTrace::request_event(uint32_t psn, std::string_view line) {
   std::lock_guard lock(mutex_);
-  pending_.push_back(PendingRequest{psn, static_cast<uint32_t>(length)});
-  pending_text_.append(line, length);
+  pending_.push_back(PendingRequest{psn, static_cast<uint32_t>(line.size())});
+  pending_text_.append(line);
 }
 
 void QpTrace::settle_requests_before(uint32_t psn) {

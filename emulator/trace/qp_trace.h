@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace softverbs::trace {
@@ -33,8 +34,8 @@ class QpTrace {
   QpTrace(const QpTrace&) = delete;
   QpTrace& operator=(const QpTrace&) = delete;
 
-  // One event: printf-style, without the newline.
-  [[gnu::format(printf, 3, 4)]] void event(Stream stream, const char* format, ...);
+  // One event, its newline included (TraceLine::finished).
+  void event(Stream stream, std::string_view line);
   // A requester's event about the request of PSN `psn` (a packet sent, a
   // fault applied to it). It waits until the completer settles it: written
   // once the PSN is acknowledged or the requester goes back to it or
@@ -42,7 +43,7 @@ class QpTrace {
   // After a NAK, the packets sent past the lost one before the NAK came
   // (how many depends on the host's timing) are dropped unseen by the
   // responder: the trace leaves them out, so that it shows the path.
-  [[gnu::format(printf, 3, 4)]] void request_event(uint32_t psn, const char* format, ...);
+  void request_event(uint32_t psn, std::string_view line);
   // Every request before `psn` was acknowledged.
   void settle_requests_before(uint32_t psn);
   // Transmission went back to `psn`.

@@ -2,6 +2,7 @@
 // the completer, a file read while still mapped, and a path that cannot be
 // written.
 #include "emulator/trace/qp_trace.h"
+#include "emulator/trace/trace_line.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -40,9 +41,9 @@ class QpTraceTest : public ::testing::Test {
 
 TEST_F(QpTraceTest, EachPartWritesItsOwnFileCutToItsEventsWhenFinished) {
   QpTrace trace(stem());
-  trace.event(Stream::kCompleter, "timeout %u retries-left=%u", 3u, 6u);
-  trace.event(Stream::kResponder, "recv %s %u", "RC_SEND_ONLY", 0u);
-  trace.event(Stream::kResponder, "complete %s", "SUCCESS");
+  trace.event(Stream::kCompleter, "timeout 3 retries-left=6\n");
+  trace.event(Stream::kResponder, "recv RC_SEND_ONLY 0\n");
+  trace.event(Stream::kResponder, "complete SUCCESS\n");
   // Readable before the end, as a killed process leaves it.
   EXPECT_EQ(read("completer"), "timeout 3 retries-left=6\n");
   EXPECT_GT(size_of("completer"), read("completer").size());
@@ -54,9 +55,9 @@ TEST_F(QpTraceTest, EachPartWritesItsOwnFileCutToItsEventsWhenFinished) {
 
 TEST_F(QpTraceTest, RequesterLinesAreWrittenOnceAcknowledged) {
   QpTrace trace(stem());
-  trace.request_event(10, "send A %u", 10u);
-  trace.request_event(11, "send B %u", 11u);
-  trace.request_event(12, "send C %u", 12u);
+  trace.request_event(10, "send A 10\n");
+  trace.request_event(11, "send B 11\n");
+  trace.request_event(12, "send C 12\n");
   EXPECT_EQ(read("requester"), "");
   trace.settle_requests_before(12);
   EXPECT_EQ(read("requester"), "send A 10\nsend B 11\n");
@@ -66,15 +67,15 @@ TEST_F(QpTraceTest, RequesterLinesAreWrittenOnceAcknowledged) {
 
 TEST_F(QpTraceTest, GoingBackForgetsWhatWasSentPastThePsnGoneBackTo) {
   QpTrace trace(stem());
-  trace.request_event(5, "send %u", 5u);
-  trace.request_event(6, "send %u", 6u);
-  trace.request_event(6, "fault drop tx %u", 6u);
-  trace.request_event(7, "send %u", 7u);
-  trace.request_event(8, "send %u", 8u);
+  trace.request_event(5, "send 5\n");
+  trace.request_event(6, "send 6\n");
+  trace.request_event(6, "fault drop tx 6\n");
+  trace.request_event(7, "send 7\n");
+  trace.request_event(8, "send 8\n");
   trace.abandon_requests_after(6);
   EXPECT_EQ(read("requester"), "send 5\nsend 6\nfault drop tx 6\n");
-  trace.request_event(6, "send %u", 6u);
-  trace.request_event(7, "send %u", 7u);
+  trace.request_event(6, "send 6\n");
+  trace.request_event(7, "send 7\n");
   trace.settle_requests_before(8);
   trace.finish();
   EXPECT_EQ(read("requester"), "send 5\nsend 6\nfault drop tx 6\nsend 6\nsend 7\n");
@@ -82,10 +83,10 @@ TEST_F(QpTraceTest, GoingBackForgetsWhatWasSentPastThePsnGoneBackTo) {
 
 TEST_F(QpTraceTest, PsnsCompareAcrossTheWrap) {
   QpTrace trace(stem());
-  trace.request_event(0xfffffe, "send %u", 0xfffffeu);
-  trace.request_event(0xffffff, "send %u", 0xffffffu);
-  trace.request_event(0, "send %u", 0u);
-  trace.request_event(1, "send %u", 1u);
+  trace.request_event(0xfffffe, "send 16777214\n");
+  trace.request_event(0xffffff, "send 16777215\n");
+  trace.request_event(0, "send 0\n");
+  trace.request_event(1, "send 1\n");
   trace.abandon_requests_after(0);
   trace.finish();
   EXPECT_EQ(read("requester"), "send 16777214\nsend 16777215\nsend 0\n");
@@ -95,19 +96,30 @@ TEST_F(QpTraceTest, GrowsPastItsFirstMapping) {
   QpTrace trace(stem());
   std::string expected;
   for (uint32_t i = 0; i < 20000; ++i) {
-    trace.event(Stream::kResponder, "recv RC_SEND_ONLY %u", i);
-    expected += "recv RC_SEND_ONLY " + std::to_string(i) + "\n";
+    const std::string line = "recv RC_SEND_ONLY " + std::to_string(i) + "\n";
+    trace.event(Stream::kResponder, line);
+    expected += line;
   }
   EXPECT_EQ(read("responder"), expected);
   trace.finish();
   EXPECT_EQ(size_of("responder"), expected.size());
 }
 
+TEST(TraceLine, WordsNumbersSettingsAndJoinedNumbers) {
+  TraceLine line;
+  line.word("run").word("RC_SEND_FIRST").number(12).joined('+', 3).setting("retries-left", 6);
+  EXPECT_EQ(line.finished(), "run RC_SEND_FIRST 12+3 retries-left=6\n");
+  TraceLine long_line;
+  for (int i = 0; i < 100; ++i) long_line.word("word");
+  EXPECT_EQ(long_line.finished().size(), 160u);  // cut, newline kept
+  EXPECT_EQ(long_line.finished().back(), '\n');
+}
+
 TEST_F(QpTraceTest, AFileThatCannotBeWrittenIsSaidOnceAndTracesNoFurther) {
   QpTrace trace((dir_ / "missing" / "prog.1.qp1").string());
   ::testing::internal::CaptureStderr();
-  trace.event(Stream::kResponder, "recv %u", 1u);
-  trace.event(Stream::kResponder, "recv %u", 2u);
+  trace.event(Stream::kResponder, "recv 1\n");
+  trace.event(Stream::kResponder, "recv 2\n");
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(said.find("cannot write the trace"), std::string::npos) << said;
   EXPECT_EQ(said.find("cannot write", said.find("cannot write") + 1), std::string::npos) << said;
