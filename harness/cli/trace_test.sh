@@ -19,6 +19,8 @@ cli=${1:?usage: trace_test.sh PATH/TO/softverbs}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../scripts/lib/client-server.sh
 source "$here/../../scripts/lib/client-server.sh"
+# shellcheck source=../../scripts/lib/busy-loops.sh
+source "$here/../../scripts/lib/busy-loops.sh"
 export SOFTVERBS_SHM_PREFIX=${SOFTVERBS_SHM_PREFIX:-svtrace}
 for tool in ibv_rc_pingpong ib_send_bw; do
   command -v $tool >/dev/null || { echo "$tool is missing; run scripts/setup.sh"; exit 1; }
@@ -26,22 +28,11 @@ done
 
 work=$(mktemp -d)
 PAIR_LOG_DIR=$work
-busy=()
-stop_busy() {
-  ((${#busy[@]})) && kill "${busy[@]}" 2>/dev/null
-  busy=()
-}
-trap 'stop_busy; rm -rf "$work"; rm -f /dev/shm/$SOFTVERBS_SHM_PREFIX-*' EXIT
+trap 'stop_busy_loops; rm -rf "$work"; rm -f /dev/shm/$SOFTVERBS_SHM_PREFIX-*' EXIT
 failures=0
 fail() {
   echo "FAILED: $*"
   failures=$((failures + 1))
-}
-start_busy() {
-  for _ in 1 2; do
-    timeout 300 sh -c 'while :; do :; done' &
-    busy+=($!)
-  done
 }
 
 # traced_pair DIR SEED PLAN PROGRAM ARGS...: a server and a client of
@@ -84,9 +75,9 @@ pingpong=(ibv_rc_pingpong -d softverbs0 -g 0 -n 200)
 drops='drop:p=0.05'
 
 traced_pair "$work/pp1" 7 "$drops" "${pingpong[@]}"
-start_busy
+start_busy_loops 2
 traced_pair "$work/pp2" 7 "$drops" "${pingpong[@]}"
-stop_busy
+stop_busy_loops
 # An unrelated pair starts first and is still running: other QPNs, other
 # processes on the host.
 other_port=$(free_tcp_port)
@@ -119,9 +110,9 @@ differ "$work/pp1" "$work/pp4"
 # past the lost packet is the host's timing, the path is not.
 bw=(ib_send_bw -d softverbs0 -n 2000 -s 8192)
 traced_pair "$work/bw1" 7 'drop:p=0.02' "${bw[@]}"
-start_busy
+start_busy_loops 2
 traced_pair "$work/bw2" 7 'drop:p=0.02' "${bw[@]}"
-stop_busy
+stop_busy_loops
 grep -q '^go-back ' "$work"/bw1/*.completer || fail "no go back N traced in the streaming run"
 same "$work/bw1" "$work/bw2"
 

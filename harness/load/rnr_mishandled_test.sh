@@ -14,13 +14,10 @@ cli=${1:?usage: rnr_mishandled_test.sh SOFTVERBS RNR_MISHANDLED}
 program=${2:?usage: rnr_mishandled_test.sh SOFTVERBS RNR_MISHANDLED}
 export SOFTVERBS_SHM_PREFIX=${SOFTVERBS_SHM_PREFIX:-svrnrbug}
 plan='rnr:p=0.15'
-
-busy=()
-stop_busy() {
-  ((${#busy[@]})) && kill "${busy[@]}" 2>/dev/null
-  busy=()
-}
-trap 'stop_busy; rm -f /dev/shm/$SOFTVERBS_SHM_PREFIX-*' EXIT
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../scripts/lib/busy-loops.sh
+source "$here/../../scripts/lib/busy-loops.sh"
+trap 'stop_busy_loops; rm -f /dev/shm/$SOFTVERBS_SHM_PREFIX-*' EXIT
 failures=0
 fail() {
   echo "FAILED: $*"
@@ -61,12 +58,9 @@ for seed in 1 2 3 4 5 6 7 8; do
   fi
   # The replay, from the printed seed, with the host busy or not.
   for round in 1 2 3; do
-    ((round == 2)) && for _ in 1 2; do
-      timeout 120 sh -c 'while :; do :; done' &
-      busy+=($!)
-    done
+    ((round == 2)) && start_busy_loops 2
     SOFTVERBS_FAULTS=$plan run_once --seed "$printed"
-    stop_busy
+    stop_busy_loops
     again=$(outcome)
     [[ $again == "$first" ]] || fail "seed $printed, replay $round: '$again', first run: '$first'"
   done
