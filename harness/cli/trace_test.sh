@@ -8,6 +8,8 @@
 #     once with seed 8
 #   - an ib_send_bw pair (streaming: go back N after each loss), twice with
 #     seed 7, once beside two busy loops
+#   - as root: an ibv_rc_pingpong pair between two `softverbs topo` hosts
+#     (the UDP wire, RoCE), twice with seed 7 and once with seed 8
 #   - a killed program's trace is read up to its last event
 #   - misuse of `softverbs trace` says what to type
 #
@@ -28,7 +30,8 @@ done
 
 work=$(mktemp -d)
 PAIR_LOG_DIR=$work
-trap 'stop_busy_loops; rm -rf "$work"; rm -f /dev/shm/$SOFTVERBS_SHM_PREFIX-*' EXIT
+topo=
+trap 'stop_busy_loops; [[ -n $topo ]] && "$cli" topo --name "$topo" down >/dev/null 2>&1; rm -rf "$work"; rm -f /dev/shm/$SOFTVERBS_SHM_PREFIX-*' EXIT
 failures=0
 fail() {
   echo "FAILED: $*"
@@ -115,6 +118,44 @@ traced_pair "$work/bw2" 7 'drop:p=0.02' "${bw[@]}"
 stop_busy_loops
 grep -q '^go-back ' "$work"/bw1/*.completer || fail "no go back N traced in the streaming run"
 same "$work/bw1" "$work/bw2"
+
+# Between two hosts of a topology (network namespaces: root only).
+if [[ -n ${TRACE_TEST_SKIP_HOSTS:-} ]]; then
+  echo "skipped the pair between hosts (TRACE_TEST_SKIP_HOSTS: a sanitizer build)"
+elif ((EUID == 0)) && command -v ip >/dev/null; then
+  topo=svtr$$
+  if "$cli" topo --name "$topo" up 2 >/dev/null; then
+    # The server's TCP port is looked for in its host's namespace.
+    tcp_port_is_listening() {
+      local hex
+      hex=$(printf ':%04X' "$1")
+      ip netns exec "$topo-host2" awk -v port="$hex" \
+        '$4 == "0A" && substr($2, length($2) - 4) == port { found = 1 } END { exit !found }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    }
+    hosts_pair() {
+      local dir=$1 seed=$2
+      SERVER_CMD=(env "SOFTVERBS_FAULTS=$drops" SOFTVERBS_LINK_LAYER=eth SOFTVERBS_UDP=1
+                  "$cli" topo --name "$topo" exec 2 -- "$cli" run --seed "$seed" --trace "$dir" --
+                  ibv_rc_pingpong -g 3 -n 200 -p @PORT@)
+      CLIENT_CMD=(env "SOFTVERBS_FAULTS=$drops" SOFTVERBS_LINK_LAYER=eth SOFTVERBS_UDP=1
+                  "$cli" topo --name "$topo" exec 1 -- "$cli" run --seed "$seed" --trace "$dir" --
+                  ibv_rc_pingpong -g 3 -n 200 -p @PORT@ 198.18.0.2)
+      run_client_server "trace $dir" 120 ||
+        fail "$dir: the pair between hosts failed (server $PAIR_SERVER_STATUS, client $PAIR_CLIENT_STATUS)"
+    }
+    hosts_pair "$work/hosts1" 7
+    hosts_pair "$work/hosts2" 7
+    hosts_pair "$work/hosts3" 8
+    "$cli" topo --name "$topo" down
+    same "$work/hosts1" "$work/hosts2"
+    differ "$work/hosts1" "$work/hosts3"
+  else
+    fail "softverbs topo up failed"
+  fi
+else
+  echo "skipped the pair between hosts: needs root for network namespaces (softverbs topo)"
+fi
 
 # A killed program leaves its trace readable up to its last event.
 mkdir -p "$work/killed"
