@@ -21,8 +21,16 @@ bool attempt(uint32_t& word) {
                                            std::memory_order_relaxed);
 }
 
+// Above every pid Linux hands out (PID_MAX_LIMIT). A word holding such a
+// value was written by no holder (a buggy or hostile process scribbled over
+// the shared memory) and holds nothing; asked of kill(), 0xffffffff would
+// even be -1, "every process", which always answers.
+constexpr uint32_t kPidLimit = 1u << 22;
+
 bool holder_gone(uint32_t holder) {
-  return holder != 0 && kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH;
+  if (holder == 0) return false;
+  if (holder > kPidLimit) return true;
+  return kill(static_cast<pid_t>(holder), 0) != 0 && errno == ESRCH;
 }
 
 // getpid() is a system call in glibc; the pid is kept, and forgotten in a

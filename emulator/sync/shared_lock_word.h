@@ -5,7 +5,8 @@
 // live one is waiting for that step.
 //
 // Only processes of one pid namespace use a word, so a pid names the same
-// process for all of them.
+// process for all of them. A word holding what no pid can be (garbage
+// written by another process) is taken over like a dead holder's.
 #pragma once
 
 #include <cstdint>
