@@ -75,6 +75,58 @@ bool report_trace(const TracedProcess& a, const TracedProcess& b, const std::str
   return true;
 }
 
+// A trace file's events. A killed process's file ends in zero bytes,
+// perhaps after half a line: read up to the last whole line before them.
+std::vector<std::string> read_events(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const size_t zero = text.find('\0'); zero != std::string::npos) {
+    const size_t last_newline = text.rfind('\n', zero);
+    text.resize(last_newline == std::string::npos ? 0 : last_newline + 1);
+  }
+  std::vector<std::string> events;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    events.push_back(text.substr(at, end - at));
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return events;
+}
+
+// Which process of B each process of A is compared with (indices): the
+// identical ones first, then each of the rest with the one of the same
+// program whose traces agree with it longest. Unpaired ones are false in
+// `a_paired`/`b_paired`.
+std::vector<std::pair<size_t, size_t>> pair_processes(const std::vector<TracedProcess>& a,
+                                                      const std::vector<TracedProcess>& b,
+                                                      std::vector<bool>& a_paired,
+                                                      std::vector<bool>& b_paired) {
+  a_paired.assign(a.size(), false);
+  b_paired.assign(b.size(), false);
+  std::vector<std::pair<size_t, size_t>> pairs;
+  auto pair = [&](size_t i, size_t j) {
+    a_paired[i] = b_paired[j] = true;
+    pairs.emplace_back(i, j);
+  };
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < b.size() && !a_paired[i]; ++j)
+      if (!b_paired[j] && a[i].program == b[j].program && a[i].traces == b[j].traces) pair(i, j);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a_paired[i]) continue;
+    std::optional<size_t> best;
+    size_t best_agreement = 0;
+    for (size_t j = 0; j < b.size(); ++j) {
+      if (b_paired[j] || a[i].program != b[j].program) continue;
+      if (const size_t shared = agreement(a[i], b[j]); !best || shared > best_agreement) {
+        best = j;
+        best_agreement = shared;
+      }
+    }
+    if (best) pair(i, *best);
+  }
+  return pairs;
+}
+
 }  // namespace
 
 bool read_trace_directory(const std::string& directory, std::vector<TracedProcess>& out,
@@ -91,19 +143,7 @@ bool read_trace_directory(const std::string& directory, std::vector<TracedProces
     TracedProcess& process = processes[{program, pid}];
     process.program = program;
     process.pid = pid;
-    std::ifstream in(directory + "/" + entry->d_name, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // A killed process's file ends in zero bytes, perhaps after half a line.
-    if (const size_t end = text.find('\0'); end != std::string::npos) {
-      text.resize(end);
-      text.resize(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
-    }
-    std::vector<std::string>& events = process.traces[key];
-    for (size_t at = 0; at < text.size();) {
-      const size_t end = text.find('\n', at);
-      events.push_back(text.substr(at, end - at));
-      at = end == std::string::npos ? text.size() : end + 1;
-    }
+    process.traces[key] = read_events(directory + "/" + entry->d_name);
   }
   ::closedir(dir);
   if (processes.empty()) {
@@ -119,32 +159,8 @@ bool read_trace_directory(const std::string& directory, std::vector<TracedProces
 TraceComparison compare_runs(const std::vector<TracedProcess>& a,
                              const std::vector<TracedProcess>& b, std::FILE* out) {
   TraceComparison result;
-  std::vector<bool> a_paired(a.size()), b_paired(b.size());
-  std::vector<std::pair<size_t, size_t>> pairs;
-  // Identical processes first, then the closest of the same program.
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t j = 0; j < b.size() && !a_paired[i]; ++j)
-      if (!b_paired[j] && a[i].program == b[j].program && a[i].traces == b[j].traces) {
-        a_paired[i] = b_paired[j] = true;
-        pairs.emplace_back(i, j);
-      }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a_paired[i]) continue;
-    std::optional<size_t> best;
-    size_t best_agreement = 0;
-    for (size_t j = 0; j < b.size(); ++j) {
-      if (b_paired[j] || a[i].program != b[j].program) continue;
-      const size_t shared = agreement(a[i], b[j]);
-      if (!best || shared > best_agreement) {
-        best = j;
-        best_agreement = shared;
-      }
-    }
-    if (!best) continue;
-    a_paired[i] = b_paired[*best] = true;
-    pairs.emplace_back(i, *best);
-  }
-  for (const auto& [i, j] : pairs) {
+  std::vector<bool> a_paired, b_paired;
+  for (const auto& [i, j] : pair_processes(a, b, a_paired, b_paired)) {
     std::set<std::string> keys;
     for (const auto& [key, events] : a[i].traces) keys.insert(key);
     for (const auto& [key, events] : b[j].traces) keys.insert(key);

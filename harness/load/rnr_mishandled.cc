@@ -2,9 +2,13 @@
 // failure seen under a fault plan is had again from the seed its run
 // printed (docs/faults.md, Reproducibility).
 //
-// A client sends numbered messages to a server (a child process), one at a
-// time, with rnr_retry=1; the server keeps 16 receives posted. Without
-// faults no SEND ever meets an empty receive queue. The bug: the client
+// A client (a child process) sends numbered messages to the server, one at
+// a time, with rnr_retry=1; the server keeps 16 receives posted, and the
+// client sends the next message only once the server has posted again the
+// receive the last one used (it tells the client how many it posted
+// through shared memory, as a real program would through credits in its
+// messages). So no SEND ever meets an empty receive queue, however the
+// host schedules the two: without faults the program always passes. The bug: the client
 // takes IBV_WC_RNR_RETRY_EXC_ERR for "the server has had enough" and stops
 // as if done, so the messages after it never arrive and the server, which
 // checks what it got, fails. Under a plan with an rnr rule (rnr:p=0.15),
@@ -15,13 +19,16 @@
 // Exit status 0 when the server got every message, 1 when it did not (it
 // says which), 2 when the run itself could not be set up.
 #include <infiniband/verbs.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -37,6 +44,18 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kReceives = 16;
 constexpr uint32_t kEndOfStream = 0xffffffff;
 constexpr int kSetupFailed = 2;
+
+// What the server tells the client beside the verbs: receives posted again.
+struct Credits {
+  std::atomic<uint32_t> reposted{0};
+
+  // Made before fork(): both processes see the same memory.
+  static Credits* create() {
+    void* memory = mmap(nullptr, sizeof(Credits), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return memory == MAP_FAILED ? nullptr : new (memory) Credits();
+  }
+};
 
 struct Options {
   uint32_t messages = 50;
@@ -134,8 +153,11 @@ class Side {
 };
 
 // The client's loop, bug included.
-bool run_client(Side& side, const Options& o, Clock::time_point deadline) {
+bool run_client(Side& side, const Options& o, Credits& credits, Clock::time_point deadline) {
   for (uint32_t number = 0; number < o.messages; ++number) {
+    // Every receive the earlier messages used is posted again.
+    while (credits.reposted.load(std::memory_order_acquire) < number)
+      if (Clock::now() > deadline) return false;
     if (!side.send(number)) return false;
     ibv_wc wc{};
     if (!side.next_completion(wc, deadline)) return false;
@@ -159,7 +181,8 @@ bool run_client(Side& side, const Options& o, Clock::time_point deadline) {
 // The server checks that every message arrives, in order, until the end
 // of the stream, or until the client has exited and nothing more comes.
 // 0 when all came, 1 when not.
-int run_server(Side& side, const Options& o, Clock::time_point deadline, pid_t client) {
+int run_server(Side& side, const Options& o, Credits& credits, Clock::time_point deadline,
+               pid_t client) {
   uint32_t expected = 0;
   bool client_exited = false;
   int client_status = 0;
@@ -189,6 +212,7 @@ int run_server(Side& side, const Options& o, Clock::time_point deadline, pid_t c
     }
     ++expected;
     if (!side.post_receive(static_cast<uint32_t>(wc.wr_id))) return kSetupFailed;
+    credits.reposted.fetch_add(1, std::memory_order_release);
   }
   if (!client_exited && !wait_until(client, deadline)) return kSetupFailed;
   if (expected != o.messages) {
@@ -222,7 +246,8 @@ int run(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) return kSetupFailed;
   Rendezvous* r = Rendezvous::create();
-  if (!r) return kSetupFailed;
+  Credits* credits = Credits::create();
+  if (!r || !credits) return kSetupFailed;
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
   std::fflush(stdout);
   const pid_t client = fork();
@@ -238,14 +263,14 @@ int run(int argc, char** argv) {
   if (client == 0) {
     // The server posts its receives before the second barrier.
     if (!r->barrier(2, 2, deadline)) _exit(kSetupFailed);
-    const bool ran = run_client(side, o, deadline);
+    const bool ran = run_client(side, o, *credits, deadline);
     std::fflush(stdout);
     _exit(ran ? 0 : 1);
   }
   for (uint32_t slot = 0; slot < kReceives; ++slot)
     if (!side.post_receive(slot)) return kSetupFailed;
   if (!r->barrier(2, 2, deadline)) return kSetupFailed;
-  return run_server(side, o, deadline, client);
+  return run_server(side, o, *credits, deadline, client);
 }
 
 }  // namespace
