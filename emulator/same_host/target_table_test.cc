@@ -210,6 +210,16 @@ TEST(SharedLockWord, ALockLeftByADeadProcessIsTakenOver) {
   EXPECT_EQ(word, 0u);
 }
 
+// Scribbled over by another process: 0xffffffff would be kill(-1, 0),
+// which always answers, and the waiter waited for ever.
+TEST(SharedLockWord, AWordHoldingNoPossiblePidIsTakenOver) {
+  for (uint32_t garbage : {0xffffffffu, 0x80000000u, 0x00400001u}) {
+    uint32_t word = garbage;
+    shared_lock_word::lock(word);
+    EXPECT_EQ(word, shared_lock_word::self_tag()) << std::hex << garbage;
+  }
+}
+
 TEST(SharedLockWord, ALiveHoldersLockIsNotTaken) {
   uint32_t word = shared_lock_word::self_tag();  // another thread of ours holds it
   EXPECT_FALSE(shared_lock_word::try_lock(word, 1000));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -16,6 +17,8 @@ namespace {
 // A file's first mapping; each later one doubles it, by at most kMaxStep.
 constexpr size_t kFirstMapping = 64 * 1024;
 constexpr size_t kMaxStep = 64 * 1024 * 1024;
+// Written requester lines are dropped from memory past this many.
+constexpr size_t kCompactAfter = 1024;
 
 size_t index_of(Stream stream) { return static_cast<size_t>(stream); }
 
@@ -77,6 +80,12 @@ void QpTrace::settle_locked(Settled settled) {
   if (pending_head_ == pending_.size()) {
     pending_.clear();
     pending_text_.clear();
+    pending_head_ = pending_text_head_ = 0;
+  } else if (pending_head_ >= kCompactAfter && 2 * pending_head_ >= pending_.size()) {
+    // A stream keeps requests in flight, so the lines never all settle:
+    // what was written is let go of now and then.
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(pending_head_));
+    pending_text_.erase(0, pending_text_head_);
     pending_head_ = pending_text_head_ = 0;
   }
 }

@@ -81,6 +81,21 @@ TEST_F(QpTraceTest, GoingBackForgetsWhatWasSentPastThePsnGoneBackTo) {
   EXPECT_EQ(read("requester"), "send 5\nsend 6\nfault drop tx 6\nsend 6\nsend 7\n");
 }
 
+// A stream never has all its requests settled at once: the lines written
+// must still be let go of.
+TEST_F(QpTraceTest, AStreamThatNeverSettlesEverythingKeepsItsLinesInOrder) {
+  QpTrace trace(stem());
+  std::string expected;
+  for (uint32_t psn = 0; psn < 5000; ++psn) {
+    const std::string line = "send " + std::to_string(psn) + "\n";
+    trace.request_event(psn, line);
+    expected += line;
+    if (psn >= 8) trace.settle_requests_before(psn - 8);  // eight always in flight
+  }
+  trace.finish();
+  EXPECT_EQ(read("requester"), expected);
+}
+
 TEST_F(QpTraceTest, PsnsCompareAcrossTheWrap) {
   QpTrace trace(stem());
   trace.request_event(0xfffffe, "send 16777214\n");
