@@ -125,14 +125,7 @@ if [[ -n ${TRACE_TEST_SKIP_HOSTS:-} ]]; then
 elif ((EUID == 0)) && command -v ip >/dev/null; then
   topo=svtr$$
   if "$cli" topo --name "$topo" up 2 >/dev/null; then
-    # The server's TCP port is looked for in its host's namespace.
-    tcp_port_is_listening() {
-      local hex
-      hex=$(printf ':%04X' "$1")
-      ip netns exec "$topo-host2" awk -v port="$hex" \
-        '$4 == "0A" && substr($2, length($2) - 4) == port { found = 1 } END { exit !found }' \
-        /proc/net/tcp /proc/net/tcp6 2>/dev/null
-    }
+    PAIR_SERVER_NETNS=$topo-host2  # where the server's TCP port is looked for
     hosts_pair() {
       local dir=$1 seed=$2
       SERVER_CMD=(env "SOFTVERBS_FAULTS=$drops" SOFTVERBS_LINK_LAYER=eth SOFTVERBS_UDP=1
@@ -148,6 +141,7 @@ elif ((EUID == 0)) && command -v ip >/dev/null; then
     hosts_pair "$work/hosts2" 7
     hosts_pair "$work/hosts3" 8
     "$cli" topo --name "$topo" down
+    unset PAIR_SERVER_NETNS
     same "$work/hosts1" "$work/hosts2"
     differ "$work/hosts1" "$work/hosts3"
   else

@@ -46,13 +46,7 @@ trap cleanup EXIT
 
 # The server's TCP port is looked for in the server's host.
 server_host=2
-tcp_port_is_listening() {
-  local hex
-  hex=$(printf ':%04X' "$1")
-  ip netns exec "$topo-host$server_host" awk -v port="$hex" \
-    '$4 == "0A" && substr($2, length($2) - 4) == port { found = 1 } END { exit !found }' \
-    /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
+PAIR_SERVER_NETNS=$topo-host$server_host
 
 on_host() {
   local host=$1
@@ -65,6 +59,7 @@ failures=0
 pair() {
   local label=$1 address=$4
   server_host=$2
+  PAIR_SERVER_NETNS=$topo-host$server_host
   local client_host=$3
   shift 5
   SERVER_CMD=(env "${PAIR_ENV[@]}" "$cli" topo --name "$topo" exec "$server_host" -- "$cli" run -- "$@" -p @PORT@)
@@ -194,6 +189,7 @@ fi
 hostile=$(dirname "$cli")/../load/udp_hostile
 if [[ -x $hostile ]]; then
   server_host=2
+  PAIR_SERVER_NETNS=$topo-host$server_host
   port=$(free_tcp_port)
   timeout --kill-after=5 60 "$cli" topo --name "$topo" exec 2 -- "$cli" run -- \
     ibv_rc_pingpong -g 3 -n 2000 -c -p "$port" >"$logs/hostile.server.log" 2>&1 </dev/null &

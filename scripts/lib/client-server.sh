@@ -13,11 +13,13 @@
 
 # Is anyone listening on this TCP port (IPv4 or IPv6)? Reads /proc instead of
 # connecting, because a probing connection would be taken by the server as
-# its one client.
+# its one client. With PAIR_SERVER_NETNS set, in that network namespace
+# (a `softverbs topo` host).
 tcp_port_is_listening() {
-  local hex
+  local hex in_netns=()
   hex=$(printf ':%04X' "$1")
-  awk -v port="$hex" '$4 == "0A" && substr($2, length($2) - 4) == port { found = 1 }
+  [[ -n ${PAIR_SERVER_NETNS:-} ]] && in_netns=(ip netns exec "$PAIR_SERVER_NETNS")
+  "${in_netns[@]}" awk -v port="$hex" '$4 == "0A" && substr($2, length($2) - 4) == port { found = 1 }
                       END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
