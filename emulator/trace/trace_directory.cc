@@ -55,7 +55,13 @@ TraceDirectory::TraceDirectory(std::string directory, std::string program, long 
 std::shared_ptr<QpTrace> TraceDirectory::open(uint32_t ordinal) {
   auto trace = std::make_shared<QpTrace>(stem_ + ".qp" + std::to_string(ordinal));
   std::lock_guard lock(mutex_);
-  std::erase_if(open_, [](const std::weak_ptr<QpTrace>& t) { return t.expired(); });
+  // The QPs gone are forgotten when the list has doubled since: each QP
+  // created costs a constant share, not a pass over every one (a program
+  // may hold tens of thousands).
+  if (open_.size() >= 2 * kept_after_pruning_) {
+    std::erase_if(open_, [](const std::weak_ptr<QpTrace>& t) { return t.expired(); });
+    kept_after_pruning_ = std::max<size_t>(open_.size(), 16);
+  }
   open_.push_back(trace);
   return trace;
 }

@@ -31,6 +31,7 @@ class TraceDirectory {
   std::string stem_;  // DIR/<program>.<pid>
   std::mutex mutex_;
   std::vector<std::weak_ptr<QpTrace>> open_;
+  size_t kept_after_pruning_ = 16;
 };
 
 }  // namespace softverbs::trace
