@@ -1,6 +1,8 @@
 // The transport's trace events (protocol_events.h).
 #include "emulator/trace/protocol_events.h"
 
+#include <string_view>
+
 #include "emulator/objects/qp_impl.h"
 #include "emulator/same_host/run_frame.h"
 #include "emulator/trace/trace_line.h"
@@ -57,6 +59,16 @@ const char* syndrome_text(const packet::Headers& h) {
   }
 }
 
+// A reliable requester's lines wait until the completer knows whether the
+// responder saw their packets (QpTrace::request_event); an unreliable
+// requester never goes back, and nothing would ever settle its lines.
+void requester_event(const QpImpl& qp, uint32_t psn, std::string_view line) {
+  if (is_reliable(qp.type))
+    qp.trace->request_event(psn, line);
+  else
+    qp.trace->event(Stream::kRequester, line);
+}
+
 void packet_event(const QpImpl& qp, const packet::Headers& h, bool sent) {
   const Stream side = side_of(h.bth.opcode, sent);
   // Past a gap it answered, the responder drops requests unseen; how many
@@ -69,7 +81,7 @@ void packet_event(const QpImpl& qp, const packet::Headers& h, bool sent) {
   line.number(relative_psn(qp, side, h.bth.psn));
   if (const char* syndrome = syndrome_text(h)) line.word(syndrome);
   if (side == Stream::kRequester)
-    qp.trace->request_event(h.bth.psn, line.finished());
+    requester_event(qp, h.bth.psn, line.finished());
   else
     qp.trace->event(side, line.finished());
 }
@@ -80,7 +92,7 @@ void run_event(const QpImpl& qp, const RunFrame& run, bool sent) {
   opcode_word(line.word("run"), run.first.bth.opcode);
   line.number(relative_psn(qp, side, run.first.bth.psn)).joined('+', run.packets);
   if (sent)
-    qp.trace->request_event(run.first.bth.psn, line.finished());
+    requester_event(qp, run.first.bth.psn, line.finished());
   else
     qp.trace->event(side, line.finished());
 }
@@ -151,7 +163,7 @@ void run_received(const QpImpl& qp, const RunFrame& run) {
 void executed_directly(const QpImpl& qp, uint32_t psn, WcOpcode opcode) {
   if (!qp.trace) return;
   TraceLine line;
-  qp.trace->request_event(psn, line.word("direct").word(opcode_name(opcode)).finished());
+  requester_event(qp, psn, line.word("direct").word(opcode_name(opcode)).finished());
 }
 
 void ack_timeout(const QpImpl& qp, uint32_t psn, uint32_t retries_left) {
@@ -205,7 +217,7 @@ void fault_applied(const QpImpl& qp, fault::Direction direction, const packet::H
   line.number(!sent && qp.type == QpType::kUd ? 0 : relative_psn(qp, side, h.bth.psn));
   line.number(attempt);
   if (side == Stream::kRequester)
-    qp.trace->request_event(h.bth.psn, line.finished());
+    requester_event(qp, h.bth.psn, line.finished());
   else
     qp.trace->event(side, line.finished());
 }

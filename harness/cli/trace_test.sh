@@ -8,16 +8,19 @@
 #     once with seed 8
 #   - an ib_send_bw pair (streaming: go back N after each loss), twice with
 #     seed 7, once beside two busy loops
+#   - ud_echo (UD: lost datagrams sent again after a wait), twice with seed
+#     7, once beside two busy loops, then once with seed 8
 #   - as root: an ibv_rc_pingpong pair between two `softverbs topo` hosts
 #     (the UDP wire, RoCE), twice with seed 7 and once with seed 8
 #   - a killed program's trace is read up to its last event
 #   - misuse of `softverbs trace` says what to type
 #
-# Usage: trace_test.sh PATH/TO/softverbs
+# Usage: trace_test.sh PATH/TO/softverbs PATH/TO/ud_echo
 set -uo pipefail
 export SOFTVERBS_UDP=0
 
-cli=${1:?usage: trace_test.sh PATH/TO/softverbs}
+cli=${1:?usage: trace_test.sh PATH/TO/softverbs PATH/TO/ud_echo}
+ud_echo=${2:?usage: trace_test.sh PATH/TO/softverbs PATH/TO/ud_echo}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../scripts/lib/client-server.sh
 source "$here/../../scripts/lib/client-server.sh"
@@ -118,6 +121,30 @@ traced_pair "$work/bw2" 7 'drop:p=0.02' "${bw[@]}"
 stop_busy_loops
 grep -q '^go-back ' "$work"/bw1/*.completer || fail "no go back N traced in the streaming run"
 same "$work/bw1" "$work/bw2"
+
+# Datagrams: what is lost is the seed's, and so is what is sent again.
+# traced_ud DIR SEED: sets $ud_outcome, what the client said.
+traced_ud() {
+  local dir=$1 seed=$2 out
+  if ! out=$(SOFTVERBS_FAULTS=$drops timeout 120 "$cli" run --seed "$seed" --trace "$dir" -- \
+        "$ud_echo" --messages 200 2>&1); then
+    fail "$dir: ud_echo failed: $out"
+  fi
+  ud_outcome=$(grep -o 'client: .*' <<<"$out")
+}
+traced_ud "$work/ud1" 7
+ud1=$ud_outcome
+start_busy_loops 2
+traced_ud "$work/ud2" 7
+ud2=$ud_outcome
+stop_busy_loops
+traced_ud "$work/ud3" 8
+[[ $ud1 == *"sends again"* && $ud1 != *" 0 sends again"* ]] ||
+  fail "ud_echo under $drops sent nothing again: '$ud1'"
+[[ $ud1 == "$ud2" ]] || fail "ud_echo with seed 7: '$ud1', then '$ud2'"
+grep -q '^fault drop' "$work"/ud1/* || fail "no fault in the UD traces"
+same "$work/ud1" "$work/ud2"
+differ "$work/ud1" "$work/ud3"
 
 # Between two hosts of a topology (network namespaces: root only).
 if [[ -n ${TRACE_TEST_SKIP_HOSTS:-} ]]; then
