@@ -12,13 +12,20 @@
 // SOFTVERBS_SOAK_FAULTS replaces the fault rules (docs: the fault plan
 // syntax), to narrow a failure down to one kind of fault, and
 // SOFTVERBS_SOAK_TIMEOUT the QPs' local ACK timeout exponent (default 11).
+//
+// The same traffic with the peer killed part way through
+// (SOFTVERBS_SOAK_KILL_AFTER bytes) ends the survivor's next WRs in
+// IBV_WC_RETRY_EXC_ERR after exactly its retry budget.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,6 +43,7 @@ constexpr uint32_t kSlots = 16;
 constexpr uint64_t kWordsOffset = kSlots * kMiB;  // atomic words / atomic results
 constexpr uint64_t kCounterOffset = kWordsOffset;       // FETCH_AND_ADD target
 constexpr uint64_t kSwapWordOffset = kWordsOffset + 8;  // CMP_AND_SWP target
+constexpr uint8_t kSoakRetryCnt = 7;
 
 enum class Op { kSend, kWrite, kRead, kFetchAdd, kCompareSwap };
 
@@ -75,6 +83,10 @@ uint64_t env_or(const char* name, uint64_t fallback) {
   if (!text || !*text) return fallback;
   return std::strtoull(text, nullptr, 0);
 }
+
+// The QPs' local ACK timeout exponent: SOFTVERBS_SOAK_TIMEOUT, by default
+// 11 (8.4 ms).
+uint8_t soak_timeout() { return static_cast<uint8_t>(env_or("SOFTVERBS_SOAK_TIMEOUT", 11)); }
 
 // The traffic: a reproducible stream of messages. Lengths are log-uniform
 // over 1 B .. 1 MiB, so tiny and huge messages are both common; the first
@@ -305,33 +317,15 @@ std::string stats_summary(const std::string& stats) {
   return out;
 }
 
-// 1 GiB (SOFTVERBS_SOAK_BYTES) of mixed RC traffic with
-// "drop:p=0.05; dup:p=0.01; reorder:p=0.05,depth=3; corrupt:p=0.001" in both
-// processes: every byte verified where it lands, every WR completes with
-// IBV_WC_SUCCESS exactly once and in order (wr_ids checked), and the atomic
-// words end where exactly-once execution puts them. A short local ACK
-// timeout (timeout=11, 8.4 ms) with retry_cnt=7 lets it finish; running out
-// of retries under this loss would itself be a failure worth reporting. On
-// a starved machine (two cores, sanitizers, other tests) a timer can fire
-// before the peer ever ran: the sanitizer builds use a longer one.
-TEST(Soak, OneGibOfMixedRcTrafficUnderFaultsArrivesIntactExactlyOnceInOrder) {
-  if (!soft_control_available()) GTEST_SKIP() << kNoSoftControl;
-  // The run's seed (softverbs run --seed N) when there is one, so that a
-  // failure seen once is asked for again with the line printed here.
-  const uint64_t seed = env_or("SOFTVERBS_FAULT_SEED", env_or("SOFTVERBS_SOAK_SEED", 1));
-  std::printf("  soak fault seed %llu (replay with: softverbs run --seed %llu -- "
-              "conformance_tests --gtest_filter=Soak.*)\n",
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
-  std::fflush(stdout);
-  const uint64_t total_bytes = env_or("SOFTVERBS_SOAK_BYTES", 1ull << 30);
-  SoftControlReset reset(test_config().device_name);
-
+// Two processes with a 1 MiB slot per WR on both sides, and the QP
+// attributes the soak runs with.
+PairOptions soak_pair_options() {
   constexpr int kAtomicAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   RcParameters params;
   params.access = kAtomicAccess;
-  params.timeout = static_cast<uint8_t>(env_or("SOFTVERBS_SOAK_TIMEOUT", 11));
-  params.retry_cnt = 7;
+  params.timeout = soak_timeout();
+  params.retry_cnt = kSoakRetryCnt;
   params.rnr_retry = 7;
   params.min_rnr_timer = 1;
   params.max_rd_atomic = 4;
@@ -345,8 +339,47 @@ TEST(Soak, OneGibOfMixedRcTrafficUnderFaultsArrivesIntactExactlyOnceInOrder) {
     config->cq_depth = 4 * kSlots;
   }
   options.deadline = std::chrono::seconds(900);
+  return options;
+}
 
-  with_connected_pair(options, [&](Endpoint& local, RemoteEndpoint& remote,
+// The run's seed (softverbs run --seed N) when there is one, printed with
+// the command that asks for the same run again.
+uint64_t soak_seed() {
+  const uint64_t seed = env_or("SOFTVERBS_FAULT_SEED", env_or("SOFTVERBS_SOAK_SEED", 1));
+  std::printf("  soak fault seed %llu (replay with: softverbs run --seed %llu -- "
+              "conformance_tests --gtest_filter=Soak.*)\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
+  return seed;
+}
+
+// A counter of the test's device in a `stats` reply (its totals line), or
+// 0 when it is not there.
+uint64_t device_counter(const std::string& stats, const std::string& name) {
+  const size_t device = stats.find("\ndevice " + test_config().device_name + " ");
+  if (device == std::string::npos) return 0;
+  const size_t line_end = stats.find('\n', device + 1);
+  const size_t at = stats.find(" " + name + "=", device);
+  if (at == std::string::npos || at > line_end) return 0;
+  return std::strtoull(stats.c_str() + at + name.size() + 2, nullptr, 10);
+}
+
+// 1 GiB (SOFTVERBS_SOAK_BYTES) of mixed RC traffic with
+// "drop:p=0.05; dup:p=0.01; reorder:p=0.05,depth=3; corrupt:p=0.001" in both
+// processes: every byte verified where it lands, every WR completes with
+// IBV_WC_SUCCESS exactly once and in order (wr_ids checked), and the atomic
+// words end where exactly-once execution puts them. A short local ACK
+// timeout (timeout=11, 8.4 ms) with retry_cnt=7 lets it finish; running out
+// of retries under this loss would itself be a failure worth reporting. On
+// a starved machine (two cores, sanitizers, other tests) a timer can fire
+// before the peer ever ran: the sanitizer builds use a longer one.
+TEST(Soak, OneGibOfMixedRcTrafficUnderFaultsArrivesIntactExactlyOnceInOrder) {
+  if (!soft_control_available()) GTEST_SKIP() << kNoSoftControl;
+  const uint64_t seed = soak_seed();
+  const uint64_t total_bytes = env_or("SOFTVERBS_SOAK_BYTES", 1ull << 30);
+  SoftControlReset reset(test_config().device_name);
+
+  with_connected_pair(soak_pair_options(), [&](Endpoint& local, RemoteEndpoint& remote,
                                    const EndpointInfo&) {
     std::string reply;
     ASSERT_EQ(0, soft_control("fault set " + fault_plan(seed), reply)) << reply;
@@ -382,6 +415,80 @@ TEST(Soak, OneGibOfMixedRcTrafficUnderFaultsArrivesIntactExactlyOnceInOrder) {
                   local_stats.c_str(), remote_stats.c_str());
     }
   });
+}
+
+// The soak's traffic and faults with the peer killed (SIGKILL) after
+// SOFTVERBS_SOAK_KILL_AFTER bytes (64 MiB): the WRITEs posted next end with
+// IBV_WC_RETRY_EXC_ERR (the first) and IBV_WC_WR_FLUSH_ERR (the rest)
+// after exactly the retry budget the QP was given, retry_cnt + 1 local ACK
+// timeouts, none of them waited out: a dead peer is never taken for one
+// that has not run yet, however busy the host (docs/faults.md, "Timers and
+// a peer that has not run").
+TEST(Soak, APeerKilledMidRunEndsTheSurvivorInRetryExcErrWithinItsBudget) {
+  if (!soft_control_available()) GTEST_SKIP() << kNoSoftControl;
+  const uint64_t seed = soak_seed();
+  const uint64_t kill_after = env_or("SOFTVERBS_SOAK_KILL_AFTER", 64 * kMiB);
+  SoftControlReset reset(test_config().device_name);
+
+  const PeerOutcome peer = run_connected_pair(soak_pair_options(), [&](Endpoint& local,
+                                                                       RemoteEndpoint& remote,
+                                                                       const EndpointInfo& info) {
+    std::string reply;
+    ASSERT_EQ(0, soft_control("fault set " + fault_plan(seed), reply)) << reply;
+    ASSERT_EQ(0, remote.control("fault set " + fault_plan(seed + 1), reply))
+        << reply << remote.why();
+    SoakRun soak(local, remote, seed, kill_after);
+    soak.run();
+    if (::testing::Test::HasFailure()) return;
+    std::string before;
+    ASSERT_EQ(0, soft_control("stats", before)) << before;
+
+    if (peer_is_remote()) {
+      ASSERT_EQ(0, remote.kill()) << remote.why();
+    } else {
+      ASSERT_EQ(0, ::kill(info.pid, SIGKILL));
+      // Gone, not reaped: the peer is this process's child.
+      siginfo_t died{};
+      ASSERT_EQ(0, waitid(P_PID, static_cast<id_t>(info.pid), &died, WEXITED | WNOWAIT))
+          << std::strerror(errno);
+    }
+    const auto killed_at = std::chrono::steady_clock::now();
+    for (uint32_t slot = 0; slot < kSlots; ++slot) {
+      SendSpec write;
+      write.wr_id = 1'000'000 + slot;
+      write.opcode = IBV_WR_RDMA_WRITE;
+      write.local_offset = slot * kMiB;
+      write.remote_offset = slot * kMiB;
+      write.length = kMiB;
+      ASSERT_EQ(0, local.post_send(write)) << "WRITE " << slot;
+    }
+    std::vector<ibv_wc> completions;
+    ASSERT_EQ(0, local.poll(Queue::kSend, kSlots, completions))
+        << "got " << completions.size() << " of " << kSlots << " completions";
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - killed_at);
+    soft_control("fault clear");
+    expect_completion(completions[0], 1'000'000, IBV_WC_RETRY_EXC_ERR,
+                      "the first WRITE after the peer was killed");
+    for (uint32_t i = 1; i < kSlots; ++i)
+      expect_completion(completions[i], 1'000'000 + i, IBV_WC_WR_FLUSH_ERR, "a WRITE behind it");
+    EXPECT_EQ(IBV_QPS_ERR, local.state()) << qp_state_name(local.state());
+    // The budget, counted in timeouts rather than time: retry_cnt + 1 of
+    // them spent, none waited out for a peer that is gone.
+    std::string after;
+    ASSERT_EQ(0, soft_control("stats", after)) << after;
+    const uint64_t spent = device_counter(after, "retransmit_timeouts") -
+                           device_counter(before, "retransmit_timeouts");
+    const uint64_t waited = device_counter(after, "retransmit_timeouts_waited") -
+                            device_counter(before, "retransmit_timeouts_waited");
+    std::printf("  peer killed after %.1f MiB: RETRY_EXC_ERR after %llu timeouts (%lld ms), "
+                "%llu waited out\n",
+                double(soak.totals().bytes) / kMiB, static_cast<unsigned long long>(spent),
+                static_cast<long long>(elapsed.count()), static_cast<unsigned long long>(waited));
+    EXPECT_EQ(kSoakRetryCnt + 1u, spent) << "local ACK timeouts spent between the kill and the error";
+    EXPECT_EQ(0u, waited) << "timeouts waited out for the dead peer as if it had not run yet";
+  });
+  EXPECT_FALSE(peer.passed);
 }
 
 }  // namespace

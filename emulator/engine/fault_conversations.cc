@@ -17,7 +17,7 @@ std::optional<fault::Conversation> Engine::FaultConversations::of_sender(const W
   // The sending thread holds the sender's lock: it stays, and its
   // requester's count is this thread's to read.
   std::optional<fault::Conversation> conversation = of(dst.sender);
-  if (conversation) conversation->go_backs = dst.sender->requester.go_backs();
+  if (conversation) conversation->resend_rounds = dst.sender->requester.resend_rounds();
   return conversation;
 }
 

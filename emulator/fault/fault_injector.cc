@@ -263,7 +263,7 @@ FaultInjector::Examined FaultInjector::examine(Direction direction, const WireAd
   }
   e.key = packet_key(direction, qp, e.packet.headers);
   if (qp && packet::opcode_info(static_cast<uint8_t>(e.packet.headers.bth.opcode)).is_request) {
-    if (direction == Direction::kTx) e.attempt = qp->go_backs;
+    if (direction == Direction::kTx) e.attempt = qp->resend_rounds;
     e.passes_unconsidered = qp->discarded_unseen;
   }
   return e;

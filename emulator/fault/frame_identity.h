@@ -50,8 +50,9 @@ struct Conversation {
   uint32_t ordinal = 0;  // 1 for the first QP the process created
   uint32_t sq_psn = 0;   // the first PSN of the requests it sends
   uint32_t rq_psn = 0;   // the first PSN of the requests it expects
-  // Of a sender: how many times its requester went back so far.
-  uint32_t go_backs = 0;
+  // Of a sender: how many times its requester sent requests again so far
+  // (Requester::resend_rounds).
+  uint32_t resend_rounds = 0;
   // Of a receiver: the request is one its responder drops unseen (past a
   // gap it sent a sequence NAK for).
   bool discarded_unseen = false;

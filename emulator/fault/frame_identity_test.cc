@@ -30,7 +30,7 @@ struct ScriptedQp {
   uint32_t peer_qpn;
   uint32_t sq_psn;
   uint32_t rq_psn;
-  uint32_t go_backs = 0;
+  uint32_t resend_rounds = 0;
   // Its responder answered a gap before this relative PSN: later requests
   // are dropped unseen.
   std::optional<uint32_t> gap_answered_at = std::nullopt;
@@ -44,7 +44,7 @@ class ScriptedConversations final : public ConversationDirectory {
   std::optional<Conversation> of_sender(const WireAddress& dst) override {
     for (const ScriptedQp& qp : qps_)
       if (dst.sender == sender(qp))
-        return Conversation{qp.ordinal, qp.sq_psn, qp.rq_psn, qp.go_backs};
+        return Conversation{qp.ordinal, qp.sq_psn, qp.rq_psn, qp.resend_rounds};
     return std::nullopt;
   }
   std::optional<Conversation> of_receiver(const packet::Headers& h) override {
@@ -98,7 +98,7 @@ class Process {
   }
 
   // QP `index`'s requester goes back N.
-  void go_back(size_t index) { ++conversations_.qps()[index].go_backs; }
+  void go_back(size_t index) { ++conversations_.qps()[index].resend_rounds; }
   // QP `index`'s responder answered a gap at `relative` (nullopt: none).
   void answer_gap(size_t index, std::optional<uint32_t> relative) {
     conversations_.qps()[index].gap_answered_at = relative;

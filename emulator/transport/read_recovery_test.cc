@@ -126,5 +126,21 @@ TEST_F(ReadRecovery, TheNextReadIsAskedForAgainWhenTheFirstCompletes) {
   EXPECT_EQ(a.qp->counters().retransmit_timeouts, 0u);
 }
 
+// Each gap asked for is a request sent again: a fault decision of its own
+// (frame_identity.h), so a gap request a rule dropped is not dropped again
+// for being the same request, round after round, until retry_cnt runs out.
+TEST_F(ReadRecovery, EachGapAskedForIsANewAttempt) {
+  Endpoint a = make_endpoint(16 * kMtu), b = make_endpoint(16 * kMtu);
+  connect(a, b, 100, 500, Mtu::k256, /*timeout=*/14);
+  lose_read_responses({103, 109});
+  Sge sge;
+  ASSERT_EQ(a.qp->post_send(read_of(a, b, 0, 16 * kMtu, sge, 1)), 0);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(read_requests_sent(), (std::vector<uint32_t>{100, 103, 109}));
+  EXPECT_EQ(a.qp->impl().requester.resend_rounds(), 2u) << "one per gap asked for";
+}
+
 }  // namespace
 }  // namespace softverbs

@@ -60,7 +60,7 @@ void Requester::start(uint32_t sq_psn) { npsn_ = psn_high_ = sq_psn; }
 
 void Requester::reset() {
   wqe_ = nullptr;
-  npsn_ = psn_high_ = go_backs_ = 0;
+  npsn_ = psn_high_ = resend_rounds_ = 0;
   send_offset_ = 0;
   ack_request_next_ = false;
   rd_atomic_outstanding_ = 0;
@@ -441,6 +441,7 @@ void Requester::request_read_part(SendWqe& w, uint32_t psn, uint32_t packets) {
   if (w.opcode == WrOpcode::kRdmaRead)
     h.reth.dma_len = static_cast<uint32_t>(
         std::min<uint64_t>(uint64_t(packets) * qp_.mtu(), w.length - offset));
+  ++resend_rounds_;
   qp_.transmit(h, {});
   ++qp_.counters.retransmitted_packets;
   w.read_stream_end = packet::psn_add(psn, packets - 1);
@@ -464,7 +465,7 @@ void Requester::rewind_to(uint32_t psn) {
   // ends at or after `psn`, from `psn` within it (a READ from its first
   // missing response, an atomic whole).
   trace::go_back(qp_, psn);
-  ++go_backs_;
+  ++resend_rounds_;
   SendQueue& sq = qp_.sq;
   for (uint64_t n = sq.head; n != sq.tail; ++n) {
     SendWqe& w = sq.at(n);

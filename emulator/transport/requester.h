@@ -51,10 +51,13 @@ class Requester {
   bool drained() const;
 
   uint32_t next_psn() const { return npsn_; }
-  // How many times transmission went back (rewind_to): a frame's attempt
-  // for fault decisions (frame_identity.h). The same after a NAK however
-  // far the requester had gone past the lost packet before it came.
-  uint32_t go_backs() const { return go_backs_; }
+  // How many times requests were sent again: went back N (rewind_to), or
+  // asked again for missing parts of a READ (request_read_part). A request's
+  // attempt for fault decisions (frame_identity.h): the same after a NAK
+  // however far the requester had gone past the lost packet before it came,
+  // and another for each request sent again, so a request a rule dropped
+  // once is not dropped again for being the same.
+  uint32_t resend_rounds() const { return resend_rounds_; }
   // One past the highest PSN ever sent (next_psn() is lower after a go
   // back N, until the resending catches up).
   uint32_t sent_end() const { return psn_high_; }
@@ -116,7 +119,7 @@ class Requester {
   SendWqe* wqe_ = nullptr;      // the WQE the current run is on
   uint32_t npsn_ = 0;           // next PSN to send
   uint32_t psn_high_ = 0;       // one past the highest PSN ever sent
-  uint32_t go_backs_ = 0;
+  uint32_t resend_rounds_ = 0;
   uint64_t send_offset_ = 0;    // bytes of the current WQE already sent
   // The first packet after a go-back-N asks for an ACK, so the responder
   // says at once where it stands even if it only sees duplicates.
