@@ -91,7 +91,9 @@ class ConnectionManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Engine::Config config;
-    config.wire = std::make_unique<LoopbackWire>();
+    auto wire = std::make_unique<LoopbackWire>();
+    config.doorbell = wire.get();
+    config.wire = std::move(wire);
     config.qpns = std::make_unique<SequentialQpns>();
     engine_ = std::make_unique<Engine>(std::move(config));
     server_ = std::make_unique<ConnectionManager>(*engine_, ports_);

@@ -178,6 +178,7 @@ std::span<uint8_t> frame_buffer() {
 
 Engine::Engine(Config config)
     : wire_(std::move(config.wire)),
+      doorbell_(*config.doorbell),
       qpns_(std::move(config.qpns)),
       clock_(config.clock ? config.clock : &SteadyClock::instance()),
       keepalive_(std::move(config.keepalive)),
@@ -193,6 +194,10 @@ Engine::Engine(Config config)
   if (fault_injector_) {
     fault_conversations_ = std::make_unique<FaultConversations>(*this);
     fault_injector_->set_conversations(fault_conversations_.get());
+    // A frame held back (delay, reorder) is released by the intake's next
+    // poll at its time: a timer ends the intake's sleep then.
+    fault_injector_->set_release_alarm(
+        [this](uint64_t release_ns) { schedule_timer(kWireReleaseTimer, release_ns); });
   }
   if (config.progress_thread)
     progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
@@ -208,7 +213,7 @@ void Engine::stop_own_threads() {
   control_server_.reset();
   stopping_.store(true);
   if (progress_thread_.joinable()) {
-    wire_->wake();
+    doorbell_.wake();
     progress_thread_.join();
   }
 }
@@ -255,7 +260,7 @@ void report_registry_failure(Errno err) {
 
 // RoCE devices reach other hosts over UDP (SOFTVERBS_UDP=0: never). When the
 // port cannot be had, they still reach this host's processes.
-std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local,
+std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local, Doorbell& local_doorbell,
                                     std::shared_ptr<ShmRegistry> registry) {
   const char* enabled = std::getenv("SOFTVERBS_UDP");
   if (enabled && std::string_view(enabled) == "0") return local;
@@ -298,7 +303,7 @@ std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local,
       if (entry.gid == address) return entry.ifindex;
     return 0;
   };
-  return std::make_unique<RoutedWire>(std::move(local), std::move(udp),
+  return std::make_unique<RoutedWire>(std::move(local), local_doorbell, std::move(udp),
                                       RoutedWire::Routing{owner, gsi, interface_of});
 }
 
@@ -326,7 +331,8 @@ Engine* Engine::process(Errno& err) {
   std::unique_ptr<ShmWire> shm_wire = ShmWire::create(*registry, err);
   if (!shm_wire) return nullptr;
   SameHostPeers* same_host_peers = shm_wire.get();
-  std::unique_ptr<Wire> wire = with_udp_wire(std::move(shm_wire), registry);
+  Doorbell* doorbell = shm_wire.get();
+  std::unique_ptr<Wire> wire = with_udp_wire(std::move(shm_wire), *doorbell, registry);
   auto* routed = dynamic_cast<RoutedWire*>(wire.get());
   auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
   injector->set_plan(plan);
@@ -358,6 +364,7 @@ Engine* Engine::process(Errno& err) {
   config.fault_injector = injector.get();
   config.wire = std::move(injector);
   config.same_host_peers = same_host_peers;
+  config.doorbell = doorbell;
   config.qpns = std::make_unique<RegistryQpnSource>(*registry);
   config.multicast = std::make_unique<RegistryMulticastDirectory>(*registry);
   config.cm_ports = std::make_unique<RegistryCmPortDirectory>(*registry);
@@ -474,7 +481,7 @@ void Engine::transmit_run(const WireAddress& dst, const RunFrame& run) {
 void Engine::schedule_timer(TimerQueue::Key key, uint64_t deadline_ns) {
   if (!timers_.schedule(key, deadline_ns)) return;
   const uint64_t sleeping_until = progress_sleeps_until_ns_.load(std::memory_order_seq_cst);
-  if (sleeping_until && deadline_ns < sleeping_until) wire_->wake();
+  if (sleeping_until && deadline_ns < sleeping_until) doorbell_.wake();
 }
 
 EngineCounters Engine::counters() const {

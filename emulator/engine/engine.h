@@ -43,6 +43,7 @@
 #include "emulator/sync/reader_sharded_mutex.h"
 #include "emulator/sync/sharded_counter.h"
 #include "emulator/types.h"
+#include "emulator/wire/doorbell.h"
 #include "emulator/wire/shm_registry_layout.h"
 #include "emulator/wire/wire.h"
 
@@ -116,6 +117,9 @@ class Engine {
     // same-host shortcuts (same_host.h); it lives inside `wire`. Null:
     // there are no runs and no direct execution.
     SameHostPeers* same_host_peers = nullptr;
+    // How the intake sleeps and is woken (emulator/wire/doorbell.h): the
+    // local wire's, which lives inside `wire`. Required.
+    Doorbell* doorbell = nullptr;
     // Frames between QPs of this engine skip the wire (local_delivery.h).
     // The process engine's do (unless SOFTVERBS_LOCAL_DELIVERY=0); a test that must
     // see every frame on its wire leaves it off.
@@ -304,6 +308,9 @@ class Engine {
   // progress() for the progress thread; kIntakeBusy when an application
   // thread was serving.
   static constexpr size_t kIntakeBusy = SIZE_MAX;
+  // The timer that ends the intake's sleep when a frame the fault injector
+  // holds comes due; no QP has this key (no device has index 2^32-1).
+  static constexpr TimerQueue::Key kWireReleaseTimer = UINT64_MAX;
   size_t progress_on_progress_thread(size_t budget);
   size_t serve_for_application(size_t budget);
   // How often a poller serves again for frames that came unseen before it
@@ -338,7 +345,7 @@ class Engine {
   // holds the intake (it serves them).
   bool serve_due_timers_beside_poller();
   void park_for_fork();
-  // Sleeps on the wire's doorbell until a frame (or, while an application
+  // Sleeps on the doorbell until a frame (or, while an application
   // thread polls, until the last poller leaves one behind), a wake() or the
   // next timer.
   enum class SleepUntil { kFrameArrives, kNoOnePolls };
@@ -348,6 +355,7 @@ class Engine {
   void send_frame(const WireAddress& dst, std::span<const uint8_t> frame, bool local);
 
   std::unique_ptr<Wire> wire_;
+  Doorbell& doorbell_;
   std::unique_ptr<QpnSource> qpns_;
   const Clock* clock_;
   std::shared_ptr<void> keepalive_;

@@ -65,15 +65,15 @@ size_t Engine::progress_for_application(size_t budget) {
   for (int round = 0;; ++round) {
     // Said around the whole poll, including an empty one: while it lasts,
     // peers skip the doorbell (see ShmMailbox::begin_poll).
-    wire_->begin_application_poll();
+    doorbell_.begin_application_poll();
     if (wire_->may_have_input() || (round == 0 && timers_due_check))
       served += serve_for_application(budget);
-    if (!wire_->end_application_poll()) return served;
+    if (!doorbell_.end_application_poll()) return served;
     // A peer skipped the doorbell for a frame this poll did not take: take
     // it now, being here anyway, rather than wake the progress thread (a
     // wake costs tens of microseconds and then competes with this thread).
     if (round == kUnseenFrameRounds) {
-      wire_->wake();
+      doorbell_.wake();
       return served;
     }
   }
@@ -95,10 +95,10 @@ size_t Engine::serve_for_application(size_t budget) {
 
 Errno Engine::wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected) {
   if (!futex_wait_either_available()) return ENOSYS;
-  std::atomic<uint32_t>* doorbell = wire_->begin_application_sleep();
+  std::atomic<uint32_t>* doorbell = doorbell_.begin_application_sleep();
   if (!doorbell) return ENOSYS;
   const int err = futex_wait_either(word, expected, *doorbell, 1);
-  if (wire_->end_application_sleep()) {
+  if (doorbell_.end_application_sleep()) {
     counters_.intake_by_event_waiter.fetch_add(1, std::memory_order_relaxed);
     progress_for_application();
   }
@@ -177,6 +177,8 @@ void Engine::run_due_timers() {
   due_timers_.clear();
   timers_.take_due(now, due_timers_);
   for (TimerQueue::Key key : due_timers_) {
+    // Held frames due: this pass's poll of the wire released them.
+    if (key == kWireReleaseTimer) continue;
     QpImpl* qp = find_qp(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key));
     if (!qp) continue;  // destroyed since: the entry is stale
     std::lock_guard qp_lock(qp->mutex);

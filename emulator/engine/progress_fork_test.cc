@@ -15,7 +15,9 @@ using namespace std::chrono_literals;
 
 std::unique_ptr<Engine> engine_with_progress_thread() {
   Engine::Config config;
-  config.wire = std::make_unique<LoopbackWire>();
+  auto wire = std::make_unique<LoopbackWire>();
+  config.doorbell = wire.get();
+  config.wire = std::move(wire);
   config.qpns = std::make_unique<CountingQpns>();
   config.progress_thread = true;
   return std::make_unique<Engine>(std::move(config));

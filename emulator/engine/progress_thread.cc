@@ -83,7 +83,7 @@ void Engine::progress_thread_main() {
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (fork_gate_.load(std::memory_order_acquire) != 0) park_for_fork();
     PeerPages::tidy();  // peers' pages they let go of
-    const bool application_serves = wire_->application_polling();
+    const bool application_serves = doorbell_.application_polling();
     const size_t served = application_serves ? kIntakeBusy : progress_on_progress_thread(256);
     if (served == kIntakeBusy) {
       // An application thread is polling or serving right now: it takes
@@ -105,7 +105,7 @@ void Engine::progress_thread_main() {
       continue;
     }
     if (wire_->has_deferred()) {
-      wire_->wait(kDeferredRetryNs);  // frames wait for room at a peer
+      doorbell_.wait(kDeferredRetryNs);  // frames wait for room at a peer
       continue;
     }
     sleep_until_woken(SleepUntil::kFrameArrives);
@@ -136,7 +136,7 @@ void Engine::hold_progress_for_fork() {
   if (!progress_thread_.joinable() || progress_thread_.get_id() == std::this_thread::get_id())
     return;
   fork_gate_.store(1, std::memory_order_release);
-  wire_->wake();
+  doorbell_.wake();
   for (int i = 0; i < kForkParkPolls; ++i) {
     if (progress_parked_.load(std::memory_order_acquire) != 0) return;
     nap(kForkParkPollNs);
@@ -157,9 +157,9 @@ void Engine::sleep_until_woken(SleepUntil until) {
   sleep = std::min(sleep, sleep_ns_until(timers_.next_deadline_ns(), now));
   if (sleep != 0) {
     if (until == SleepUntil::kFrameArrives)
-      wire_->wait(sleep);
+      doorbell_.wait(sleep);
     else
-      wire_->wait_while_application_polls(sleep);
+      doorbell_.wait_while_application_polls(sleep);
   }
   progress_sleeps_until_ns_.store(0, std::memory_order_relaxed);
 }

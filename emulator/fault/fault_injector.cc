@@ -200,22 +200,6 @@ void FaultInjector::observe(FrameObserver& observer, Direction direction,
     observer.observe(direction, held.bytes, FrameFate::kReleased);
 }
 
-uint64_t FaultInjector::until_next_release(uint64_t timeout_ns) const {
-  const uint64_t release_ns = next_release_ns_.load(std::memory_order_acquire);
-  if (release_ns == UINT64_MAX) return timeout_ns;
-  const uint64_t now = clock_.now_ns();
-  // Due already (0): the next poll() releases it.
-  return release_ns <= now ? 0 : std::min(timeout_ns, release_ns - now);
-}
-
-void FaultInjector::wait(uint64_t timeout_ns) {
-  if (const uint64_t ns = until_next_release(timeout_ns)) inner_->wait(ns);
-}
-
-void FaultInjector::wait_while_application_polls(uint64_t timeout_ns) {
-  if (const uint64_t ns = until_next_release(timeout_ns)) inner_->wait_while_application_polls(ns);
-}
-
 bool FaultInjector::has_deferred() const {
   return held_frames_.load(std::memory_order_relaxed) != 0 || inner_->has_deferred();
 }
@@ -417,7 +401,9 @@ void FaultInjector::update_schedule_locked() {
     for (const HeldFrame& frame : waiting) next = std::min(next, frame.release_ns);
   }
   held_frames_.store(held, std::memory_order_relaxed);
-  next_release_ns_.store(next, std::memory_order_release);
+  const bool moved = next != next_release_ns_;
+  next_release_ns_ = next;
+  if (moved && next != UINT64_MAX && release_alarm_) release_alarm_(next);
 }
 
 }  // namespace softverbs::fault

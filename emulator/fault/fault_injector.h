@@ -9,9 +9,14 @@
 // wire received, before they reach `deliver`. Held frames (delay, reorder)
 // go out from poll(), tx ones through the inner wire's send().
 //
+// Held frames are released by poll() once due. The injector does not
+// touch the intake's doorbell: whoever sleeps between polls (the engine)
+// is told each time the earliest release moves earlier
+// (set_release_alarm) and arms a timer for it.
+//
 // Threads: send() and poll() come from the engine under its lock; set_plan(),
 // plan() and fault_counters() from any thread (a control socket);
-// wait()/wake()/has_deferred() as the Wire interface says. The injector's
+// has_deferred() as the Wire interface says. The injector's
 // state sits behind its own small mutex, never held while calling the inner
 // wire or `deliver` (delivery may send an ACK, which comes back to send()).
 // With an empty plan and nothing held, send() and poll() go straight to the
@@ -21,6 +26,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -107,20 +113,8 @@ class FaultInjector final : public Wire {
   // wire even when a whole batch is lost.
   size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
               size_t budget) override;
-  // Never sleeps past the earliest release time of a held frame.
-  void wait(uint64_t timeout_ns) override;
-  void wait_while_application_polls(uint64_t timeout_ns) override;
-  void wake() override { inner_->wake(); }
   void begin_burst() override { inner_->begin_burst(); }
   void end_burst() override { inner_->end_burst(); }
-  void begin_application_poll() override { inner_->begin_application_poll(); }
-  bool end_application_poll() override { return inner_->end_application_poll(); }
-  bool application_polling() const override { return inner_->application_polling(); }
-  // Held frames are still released by wait()'s thread, on time.
-  std::atomic<uint32_t>* begin_application_sleep() override {
-    return inner_->begin_application_sleep();
-  }
-  bool end_application_sleep() override { return inner_->end_application_sleep(); }
   void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
                         std::span<const uint32_t> ifindexes) override {
     inner_->joined_multicast(device_index, gid, member_qpn, ifindexes);
@@ -146,6 +140,12 @@ class FaultInjector final : public Wire {
   }
   // True while frames are held here or by the inner wire.
   bool has_deferred() const override;
+  // `alarm` is called with the release time of the earliest held frame
+  // each time that time changes (a frame held to go before the others, the
+  // earliest ones released), with the injector's lock held: it must not
+  // call back in. Set it before frames pass.
+  using ReleaseAlarm = std::function<void(uint64_t release_ns)>;
+  void set_release_alarm(ReleaseAlarm alarm) { release_alarm_ = std::move(alarm); }
   WireCounters counters() const override { return inner_->counters(); }
 
  private:
@@ -239,19 +239,18 @@ class FaultInjector final : public Wire {
   AttemptCounter attempts_;
   uint64_t salt_ = 0;
   ConversationDirectory* conversations_ = nullptr;
-  // `timeout_ns` cut to the next held frame's release: 0 when one is due.
-  uint64_t until_next_release(uint64_t timeout_ns) const;
+  ReleaseAlarm release_alarm_;
+  uint64_t next_release_ns_ = UINT64_MAX;  // of the held frames
 
   Counters counters_;
   std::multimap<uint64_t, HeldFrame> delayed_;          // by release time
   std::array<std::vector<HeldFrame>, 2> reordering_;    // [0] tx, [1] rx; arrival order
 
-  // Read without the mutex by the fast paths and by wait().
+  // Read without the mutex by the fast paths.
   std::atomic<bool> has_tx_rules_{false};
   std::atomic<bool> has_rx_rules_{false};
   std::atomic<bool> has_rnr_rules_{false};
   std::atomic<uint64_t> held_frames_{0};
-  std::atomic<uint64_t> next_release_ns_{UINT64_MAX};
 };
 
 }  // namespace softverbs::fault

@@ -1,7 +1,7 @@
 // The fault injector's actions on real IB frames, on the in-process loopback
 // wire and a manual clock: corruption that the receiver catches, delay (and
-// a wait() that never sleeps past the next release), reordering and
-// duplication.
+// the alarm that tells the intake when the next held frame is due),
+// reordering and duplication.
 #include "emulator/fault/fault_injector.h"
 
 #include <gtest/gtest.h>
@@ -122,37 +122,41 @@ TEST_F(FaultInjectorTest, DelayJitterStaysWithinItsBounds) {
   EXPECT_FALSE(injector_->has_deferred());
 }
 
-TEST(FaultInjectorWait, NeverSleepsPastTheEarliestRelease) {
+TEST(FaultInjectorReleaseAlarm, SaysEachTimeTheEarliestReleaseChanges) {
   ManualClock clock;
-  auto owned = std::make_unique<RingWire>();
-  RingWire& ring = *owned;
-  FaultInjector injector(std::move(owned), clock);
-
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 10 * kMs);  // nothing held: as asked
-
-  injector.set_plan(plan_from("delay:dir=tx,ms=2"));
-  injector.send(WireAddress{0, kQp}, make_frame(kQp, 1));
-  EXPECT_TRUE(injector.has_deferred());
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 2 * kMs);
-  clock.advance(1500 * kUs);
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 500 * kUs);
-  injector.wait(100 * kUs);
-  EXPECT_EQ(ring.last_wait_ns, 100 * kUs);
-
-  clock.advance(500 * kUs);
-  const int calls = ring.wait_calls;
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.wait_calls, calls) << "slept although a frame was due";
-
+  FaultInjector injector(std::make_unique<RingWire>(), clock);
+  const uint64_t start = clock.now_ns();
+  std::vector<uint64_t> alarms;
+  injector.set_release_alarm([&](uint64_t release_ns) { alarms.push_back(release_ns); });
+  const auto send_held_for = [&](const char* plan, uint32_t psn) {
+    injector.set_plan(plan_from(plan));
+    injector.send(WireAddress{0, kQp}, make_frame(kQp, psn));
+  };
   size_t delivered = 0;
-  injector.poll([&](std::span<const uint8_t>) { ++delivered; }, 16);
-  EXPECT_EQ(delivered, 1u);
+  const auto poll = [&] {
+    injector.poll([&](std::span<const uint8_t>) { ++delivered; }, 16);
+  };
+
+  send_held_for("delay:dir=tx,ms=2", 1);
+  EXPECT_EQ(alarms, (std::vector<uint64_t>{start + 2 * kMs}));
+  send_held_for("delay:dir=tx,ms=3", 2);  // later than the one held: no news
+  EXPECT_EQ(alarms.size(), 1u);
+  send_held_for("delay:dir=tx,ms=1", 3);  // earlier
+  EXPECT_EQ(alarms.back(), start + 1 * kMs);
+
+  clock.advance(1 * kMs);
+  poll();  // releases the 1 ms frame; the 2 ms one is next
+  EXPECT_EQ(alarms.back(), start + 2 * kMs);
+  clock.advance(1 * kMs);
+  poll();
+  EXPECT_EQ(alarms.back(), start + 3 * kMs);
+  const size_t before = alarms.size();
+  clock.advance(1 * kMs);
+  poll();  // the last one: nothing more to wake for
+  poll();  // what the releases sent comes back round the ring
+  EXPECT_EQ(delivered, 3u);
+  EXPECT_EQ(alarms.size(), before);
   EXPECT_FALSE(injector.has_deferred());
-  injector.wait(10 * kMs);
-  EXPECT_EQ(ring.last_wait_ns, 10 * kMs);
 }
 
 TEST_F(FaultInjectorTest, EmptyingThePlanStillReleasesHeldFrames) {

@@ -119,8 +119,6 @@ class SendPathSpy final : public Wire {
               size_t budget) override {
     return loopback.poll(deliver, budget);
   }
-  void wait(uint64_t) override {}
-  void wake() override {}
   bool has_deferred() const override { return false; }
   WireCounters counters() const override { return loopback.counters(); }
 

@@ -47,7 +47,7 @@ inline std::vector<uint32_t> psns_of(const std::vector<Bytes>& frames) {
   return psns;
 }
 
-// A wire that never allocates (fixed slots) and records wait() timeouts.
+// A wire that never allocates (fixed slots).
 class RingWire final : public Wire {
  public:
   bool send(const WireAddress&, std::span<const uint8_t> frame) override {
@@ -68,16 +68,8 @@ class RingWire final : public Wire {
     }
     return n;
   }
-  void wait(uint64_t timeout_ns) override {
-    ++wait_calls;
-    last_wait_ns = timeout_ns;
-  }
-  void wake() override {}
   bool has_deferred() const override { return false; }
   WireCounters counters() const override { return {}; }
-
-  int wait_calls = 0;
-  uint64_t last_wait_ns = 0;
 
  private:
   static constexpr size_t kSlots = 8, kSlotBytes = 256;

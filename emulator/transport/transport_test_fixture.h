@@ -58,6 +58,7 @@ class Transport : public ::testing::Test {
     wire_ = wire.get();
     Engine::Config config;
     config.same_host_peers = wire_;
+    config.doorbell = wire_;
     if (!fault_plan_.empty()) {
       auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), clock_);
       fault::Plan plan;

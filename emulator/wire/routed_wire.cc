@@ -20,9 +20,12 @@ constexpr uint32_t kMulticastQpn = 0xffffff;  // IBTA 10.5.2.3
 
 }  // namespace
 
-RoutedWire::RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp,
-                       Routing routing)
-    : local_(std::move(local)), udp_(std::move(udp)), routing_(std::move(routing)) {
+RoutedWire::RoutedWire(std::unique_ptr<Wire> local, Doorbell& local_doorbell,
+                       std::unique_ptr<UdpWire> udp, Routing routing)
+    : local_(std::move(local)),
+      local_doorbell_(local_doorbell),
+      udp_(std::move(udp)),
+      routing_(std::move(routing)) {
   forward_fn_ = [this](std::span<const uint8_t> frame) { forward(frame); };
   receive_thread_ = start_internal_thread([this] { receive_thread_main(); });
 }
@@ -49,13 +52,13 @@ void RoutedWire::receive_thread_main() {
     udp_->wait_readable();
     // Polling as an application thread does: frames forwarded to our own
     // mailbox then ring no doorbell, since this thread serves them itself.
-    local_->begin_application_poll();
+    local_doorbell_.begin_application_poll();
     const size_t pulled = pull_udp(UdpWire::kReceiveBatch);
     if (pulled != 0) {
       std::lock_guard lock(intake_mutex_);
       if (intake_) intake_();
     }
-    if (local_->end_application_poll()) local_->wake();
+    if (local_doorbell_.end_application_poll()) local_doorbell_.wake();
     if (pulled == 0) std::this_thread::yield();
   }
 }

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "emulator/types.h"
+#include "emulator/wire/doorbell.h"
 #include "emulator/wire/udp_wire.h"
 #include "emulator/wire/wire.h"
 
@@ -41,29 +42,18 @@ class RoutedWire final : public Wire {
     InterfaceOf interface_of;
   };
 
-  RoutedWire(std::unique_ptr<Wire> local, std::unique_ptr<UdpWire> udp, Routing routing);
+  // `local_doorbell` is the local wire's (it lives inside `local`): what
+  // arrives over UDP rings it as a frame from a process of this host would.
+  RoutedWire(std::unique_ptr<Wire> local, Doorbell& local_doorbell, std::unique_ptr<UdpWire> udp,
+             Routing routing);
   ~RoutedWire() override;
 
   bool send(const WireAddress& dst, std::span<const uint8_t> frame) override;
   bool send_with(const WireAddress& dst, size_t max_bytes, FrameWriter& writer) override;
   size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
               size_t budget) override;
-  void wait(uint64_t timeout_ns) override { local_->wait(timeout_ns); }
-  void wake() override { local_->wake(); }
   void begin_burst() override { udp_->begin_burst(); }
   void end_burst() override { udp_->end_burst(); }
-  void begin_application_poll() override { local_->begin_application_poll(); }
-  bool end_application_poll() override { return local_->end_application_poll(); }
-  bool application_polling() const override { return local_->application_polling(); }
-  void wait_while_application_polls(uint64_t timeout_ns) override {
-    local_->wait_while_application_polls(timeout_ns);
-  }
-  // Datagrams are served by the receive thread, which also serves the
-  // intake: only the local wire's frames need the sleeper.
-  std::atomic<uint32_t>* begin_application_sleep() override {
-    return local_->begin_application_sleep();
-  }
-  bool end_application_sleep() override { return local_->end_application_sleep(); }
   bool may_have_input() const override;
   bool has_deferred() const override { return local_->has_deferred(); }
   void joined_multicast(uint32_t device_index, const Gid& gid, uint32_t member_qpn,
@@ -95,6 +85,7 @@ class RoutedWire final : public Wire {
   void receive_thread_main();
 
   std::unique_ptr<Wire> local_;
+  Doorbell& local_doorbell_;
   std::unique_ptr<UdpWire> udp_;
   Routing routing_;
   std::mutex intake_mutex_;  // held while intake_ runs

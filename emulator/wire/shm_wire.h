@@ -19,6 +19,11 @@
 // Our own mailbox has SOFTVERBS_MAILBOX_SLOTS slots (mailbox_slots.h); a
 // peer's may have another count, read from its header.
 //
+// The mailbox is also the process's doorbell (doorbell.h), and the wire its
+// same-host face (same_host_peers.h): the engine is given both beside the
+// wire it sends through, which wrappers (the fault injector, the routed
+// wire) may hide.
+//
 // Threads: send(), send_with(), wake(), has_deferred() and counters() from
 // any thread; poll() and wait() from one thread at a time (the progress
 // engine).
@@ -33,6 +38,7 @@
 #include <vector>
 
 #include "emulator/types.h"
+#include "emulator/wire/doorbell.h"
 #include "emulator/wire/same_host_peers.h"
 #include "emulator/wire/shm_mailbox.h"
 #include "emulator/wire/shm_registry.h"
@@ -40,7 +46,7 @@
 
 namespace softverbs {
 
-class ShmWire final : public Wire, public SameHostPeers {
+class ShmWire final : public Wire, public SameHostPeers, public Doorbell {
  public:
   // Creates this process's mailbox (named after its slot in `registry`, with
   // the slot count SOFTVERBS_MAILBOX_SLOTS asks for, its memory reserved)
@@ -69,8 +75,19 @@ class ShmWire final : public Wire, public SameHostPeers {
   // mailbox. `deliver` runs with no lock held and may call send().
   size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
               size_t budget) override;
-  // While frames are held, sleeps at most kDeferredRetryNs: the peer that
-  // frees room in its mailbox does not tell us.
+  bool has_deferred() const override;
+  bool may_have_input() const override;
+  bool accepts_runs(const WireAddress& dst) override;
+  void set_accepting_runs(bool accepting) override;
+  std::span<uint8_t> own_target_area() override { return inbox_->target_area(); }
+  PeerTargetArea peer_target_area(const WireAddress& dst) override;
+  std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst) override;
+  void intake_pass_ended() override { inbox_->publish_served(); }
+  WireCounters counters() const override;
+
+  // Doorbell. While frames are held, wait() sleeps at most
+  // kDeferredRetryNs: the peer that frees room in its mailbox does not tell
+  // us.
   void wait(uint64_t timeout_ns) override;
   void wake() override;
   void begin_application_poll() override;
@@ -81,15 +98,6 @@ class ShmWire final : public Wire, public SameHostPeers {
     return inbox_->begin_application_sleep();
   }
   bool end_application_sleep() override { return inbox_->end_application_sleep(); }
-  bool has_deferred() const override;
-  bool may_have_input() const override;
-  bool accepts_runs(const WireAddress& dst) override;
-  void set_accepting_runs(bool accepting) override;
-  std::span<uint8_t> own_target_area() override { return inbox_->target_area(); }
-  PeerTargetArea peer_target_area(const WireAddress& dst) override;
-  std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst) override;
-  void intake_pass_ended() override { inbox_->publish_served(); }
-  WireCounters counters() const override;
 
   // Tests: how long a claimed slot of our mailbox may stay unpublished, and
   // how long a peer may take none of our held frames.

@@ -1,9 +1,9 @@
 // A wire carries IB frames between soft ports. The engine sends through this
 // interface and never knows which wire it has, so tests can use an in-memory
-// one and faults can be injected in between.
+// one and faults can be injected in between. How the intake sleeps and is
+// woken is the wire's other face, its doorbell (doorbell.h).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -88,38 +88,12 @@ class Wire {
   virtual size_t poll(const std::function<void(std::span<const uint8_t>)>& deliver,
                       size_t budget) = 0;
 
-  // Sleeps until a frame may have arrived, wake() is called, or `timeout_ns`
-  // passes (0: don't sleep). Only one thread waits at a time.
-  virtual void wait(uint64_t timeout_ns) = 0;
-  virtual void wake() = 0;
-
   // Frames this thread sends between begin_burst() and the matching
   // end_burst() may be held back and handed on together when the outermost
   // burst ends (the UDP wire: one system call for many datagrams). Bursts
   // nest; use WireBurst (wire_burst.h) rather than calling these.
   virtual void begin_burst() {}
   virtual void end_burst() {}
-
-  // An application thread is about to poll (and has polled): while one is
-  // polling, senders need not wake this process's waiter. end returns true
-  // when a frame may have arrived unseen: the caller must then wake().
-  virtual void begin_application_poll() {}
-  virtual bool end_application_poll() { return false; }
-  // True while an application thread of this process is inside a poll.
-  virtual bool application_polling() const { return false; }
-  // As wait(), but frames that come while an application thread polls are
-  // left to it: the sleep ends for a frame that comes with no one polling,
-  // one the last poller leaves unseen (it wakes), wake(), or `timeout_ns`.
-  // Only the thread that calls wait() calls it.
-  virtual void wait_while_application_polls(uint64_t timeout_ns) { wait(timeout_ns); }
-  // An application thread about to block for completion events offers to
-  // serve the intake itself while it sleeps: the wire returns a futex word
-  // (shared between processes, holding 1) that senders ring instead of
-  // waking wait()'s thread, or null (no such doorbell, or another thread
-  // has it). end_application_sleep() follows whatever ended the sleep and
-  // returns true when a frame came for that thread to serve.
-  virtual std::atomic<uint32_t>* begin_application_sleep() { return nullptr; }
-  virtual bool end_application_sleep() { return false; }
 
   // False only when poll() would surely find nothing to deliver or push on
   // (lets a busy poller skip its locks). Any thread.
