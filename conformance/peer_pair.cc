@@ -1,5 +1,11 @@
 #include "conformance/peer_pair.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstring>
+
 namespace softverbs::conformance {
 
 PeerOutcome run_connected_pair(const PairOptions& options, const PairBody& body) {
@@ -33,6 +39,20 @@ PairOptions symmetric_options(const RcParameters& params, ibv_qp_type qp_type) {
   options.remote.psn = 0x000200;
   options.local_params = options.remote_params = params;
   return options;
+}
+
+void kill_peer(RemoteEndpoint& remote, const EndpointInfo& info) {
+  if (peer_is_remote()) {
+    ASSERT_EQ(0, remote.kill()) << remote.why();
+    return;
+  }
+  ASSERT_EQ(0, ::kill(info.pid, SIGKILL));
+  // kill() returns before the process is gone, and an adapter that places
+  // WRITEs without the target's CPU may still place them until it is. The
+  // peer is this process's child: wait for its death without reaping it.
+  siginfo_t died{};
+  ASSERT_EQ(0, waitid(P_PID, static_cast<id_t>(info.pid), &died, WEXITED | WNOWAIT))
+      << std::strerror(errno);
 }
 
 void expect_completion(const ibv_wc& wc, uint64_t wr_id, ibv_wc_status status,

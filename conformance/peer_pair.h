@@ -57,6 +57,12 @@ inline constexpr const char* kNoSoftControl =
     "needs the softverbs control interface (softverbs_control): fault injection, forced RNR "
     "and port control exist only on soft devices";
 
+// Kills the peer with SIGKILL, from outside and at once as any killer
+// would (on another host, by the peer itself on request), and returns once
+// it is gone; a peer of this host is this process's child and stays
+// unreaped. Fails the test when it cannot.
+void kill_peer(RemoteEndpoint& remote, const EndpointInfo& info);
+
 // Fails with the first wrong completion's description; `what` names it.
 void expect_completion(const ibv_wc& wc, uint64_t wr_id, ibv_wc_status status,
                        const std::string& what);

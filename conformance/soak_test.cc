@@ -17,15 +17,12 @@
 // (SOFTVERBS_SOAK_KILL_AFTER bytes) ends the survivor's next WRs in
 // IBV_WC_RETRY_EXC_ERR after exactly its retry budget.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -443,15 +440,7 @@ TEST(Soak, APeerKilledMidRunEndsTheSurvivorInRetryExcErrWithinItsBudget) {
     std::string before;
     ASSERT_EQ(0, soft_control("stats", before)) << before;
 
-    if (peer_is_remote()) {
-      ASSERT_EQ(0, remote.kill()) << remote.why();
-    } else {
-      ASSERT_EQ(0, ::kill(info.pid, SIGKILL));
-      // Gone, not reaped: the peer is this process's child.
-      siginfo_t died{};
-      ASSERT_EQ(0, waitid(P_PID, static_cast<id_t>(info.pid), &died, WEXITED | WNOWAIT))
-          << std::strerror(errno);
-    }
+    ASSERT_NO_FATAL_FAILURE(kill_peer(remote, info));
     const auto killed_at = std::chrono::steady_clock::now();
     for (uint32_t slot = 0; slot < kSlots; ++slot) {
       SendSpec write;

@@ -173,20 +173,7 @@ TEST(PeerDeath, KilledPeerEndsInRetryExcErrAndTheDeviceKeepsWorking) {
     std::vector<ibv_wc> completions;
     ASSERT_EQ(0, local.poll(Queue::kSend, 1, completions));
     expect_completion(completions[0], 1, IBV_WC_SUCCESS, "the first WRITE, before the kill");
-    // Here, from outside and at once, as any killer would; on another
-    // host, by the peer itself on request.
-    if (peer_is_remote()) {
-      ASSERT_EQ(0, remote.kill()) << remote.why();
-    } else {
-      ASSERT_EQ(0, ::kill(info.pid, SIGKILL));
-      // kill() returns before the process is gone, and an adapter that
-      // places WRITEs without the target's CPU may still place them until
-      // it is. The peer is this process's child: wait for its death
-      // without reaping it.
-      siginfo_t died{};
-      ASSERT_EQ(0, waitid(P_PID, static_cast<id_t>(info.pid), &died, WEXITED | WNOWAIT))
-          << std::strerror(errno);
-    }
+    ASSERT_NO_FATAL_FAILURE(kill_peer(remote, info));
     const auto killed_at = Clock::now();
     // One more behind, so at least one WR is surely outstanding at the death.
     SendSpec last;
