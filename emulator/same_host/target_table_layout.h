@@ -29,7 +29,8 @@
 namespace softverbs {
 
 inline constexpr uint64_t kTargetTableMagic = 0x746774742d767373ull;  // "ssv-ttgt"
-inline constexpr uint32_t kTargetTableVersion = 3;
+// 4: lock words hold the holder's pid and bits of its start time.
+inline constexpr uint32_t kTargetTableVersion = 4;
 
 struct TargetTableHeader {
   uint64_t magic;               // written last, read with acquire

@@ -1,12 +1,15 @@
 // A lock in memory shared between processes: a 32-bit word that holds 0 or
-// the pid of its holder. A holder that dies leaves the pid behind; a
-// waiter that finds the holder gone takes the lock over. Holders keep it
-// for one bounded step (one copy between address spaces), so waiting for a
-// live one is waiting for that step.
+// its holder's tag, its pid and bits of its start time. A holder that dies
+// leaves the tag behind; a waiter that finds the holder gone takes the lock
+// over. Gone: no such process, a zombie its parent has not reaped, or a
+// process of another start time that the kernel gave the holder's pid
+// since. Holders keep it for one bounded step (one copy between address
+// spaces), so waiting for a live one is waiting for that step.
 //
 // Only processes of one pid namespace use a word, so a pid names the same
-// process for all of them. A word holding what no pid can be (garbage
-// written by another process) is taken over like a dead holder's.
+// process for all of them (where /proc was not mounted for that namespace,
+// only the pid is asked after). A word holding what no holder writes
+// (garbage written by another process) is taken over like a dead holder's.
 #pragma once
 
 #include <cstdint>
