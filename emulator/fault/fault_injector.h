@@ -11,8 +11,8 @@
 //
 // Held frames are released by poll() once due. The injector does not
 // touch the intake's doorbell: whoever sleeps between polls (the engine)
-// is told each time the earliest release moves earlier
-// (set_release_alarm) and arms a timer for it.
+// is told each time the earliest release time changes (set_release_alarm)
+// and arms a timer for it.
 //
 // Threads: send() and poll() come from the engine under its lock; set_plan(),
 // plan() and fault_counters() from any thread (a control socket);
