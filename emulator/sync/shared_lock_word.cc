@@ -1,5 +1,6 @@
 #include "emulator/sync/shared_lock_word.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -80,6 +81,21 @@ bool proc_is_ours() {
   return ours;
 }
 
+// A process in state Z is a zombie only when no thread of it runs: one
+// whose first thread called pthread_exit() shows Z too while the others
+// run, and lists them in its task directory.
+bool only_its_first_thread_left(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/task", int(pid));
+  DIR* tasks = opendir(path);
+  if (!tasks) return true;
+  int threads = 0;
+  while (const dirent* entry = readdir(tasks))
+    if (entry->d_name[0] != '.') ++threads;
+  closedir(tasks);
+  return threads <= 1;
+}
+
 bool holder_gone(uint32_t holder) {
   if (holder == 0) return false;
   const pid_t pid = static_cast<pid_t>(holder & kPidMask);
@@ -93,8 +109,8 @@ bool holder_gone(uint32_t holder) {
   if (!stat) return true;  // gone since kill() looked
   // A killed holder its parent has not reaped yet holds nothing either; and
   // a process started after the holder died only took over its pid.
-  return stat->state == 'Z' || stat->state == 'X' ||
-         start_time_bits(stat->start_time) != holder >> kPidBits;
+  if (start_time_bits(stat->start_time) != holder >> kPidBits) return true;
+  return stat->state == 'X' || (stat->state == 'Z' && only_its_first_thread_left(pid));
 }
 
 // getpid() is a system call in glibc; the tag is kept, and forgotten in a
