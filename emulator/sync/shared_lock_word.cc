@@ -1,7 +1,5 @@
 #include "emulator/sync/shared_lock_word.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,11 +8,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <optional>
 #include <thread>
+
+#include "emulator/wire/process_identity.h"
 
 namespace softverbs::shared_lock_word {
 namespace {
@@ -34,36 +31,7 @@ bool attempt(uint32_t& word) {
 constexpr uint32_t kPidBits = 22;
 constexpr uint32_t kPidMask = (1u << kPidBits) - 1;
 
-// Fields of /proc/PID/stat after the command name: the state is the first,
-// the start time (clock ticks after boot) the 20th.
-struct ProcessStat {
-  char state = '?';
-  unsigned long long start_time = 0;
-};
-
-std::optional<ProcessStat> read_stat(const char* path) {
-  char text[1024];
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  const ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (n <= 0) return std::nullopt;
-  text[n] = '\0';
-  const char* after_name = std::strrchr(text, ')');
-  if (!after_name) return std::nullopt;
-  ProcessStat stat;
-  unsigned long long start_time = 0;
-  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-  // utime stime cutime cstime priority nice threads itrealvalue starttime
-  if (std::sscanf(after_name + 1,
-                  " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                  &stat.state, &start_time) != 2)
-    return std::nullopt;
-  stat.start_time = start_time;
-  return stat;
-}
-
-uint32_t start_time_bits(unsigned long long start_time) {
+uint32_t start_time_bits(uint64_t start_time) {
   return static_cast<uint32_t>((start_time * 0x9E3779B97F4A7C15ull) >> (64 - (32 - kPidBits)));
 }
 
@@ -81,21 +49,6 @@ bool proc_is_ours() {
   return ours;
 }
 
-// A process in state Z is a zombie only when no thread of it runs: one
-// whose first thread called pthread_exit() shows Z too while the others
-// run, and lists them in its task directory.
-bool only_its_first_thread_left(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/task", int(pid));
-  DIR* tasks = opendir(path);
-  if (!tasks) return true;
-  int threads = 0;
-  while (const dirent* entry = readdir(tasks))
-    if (entry->d_name[0] != '.') ++threads;
-  closedir(tasks);
-  return threads <= 1;
-}
-
 bool holder_gone(uint32_t holder) {
   if (holder == 0) return false;
   const pid_t pid = static_cast<pid_t>(holder & kPidMask);
@@ -103,14 +56,13 @@ bool holder_gone(uint32_t holder) {
   if (pid == 0) return true;
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
   if (!proc_is_ours()) return false;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
-  const std::optional<ProcessStat> stat = read_stat(path);
-  if (!stat) return true;  // gone since kill() looked
-  // A killed holder its parent has not reaped yet holds nothing either; and
-  // a process started after the holder died only took over its pid.
-  if (start_time_bits(stat->start_time) != holder >> kPidBits) return true;
-  return stat->state == 'X' || (stat->state == 'Z' && only_its_first_thread_left(pid));
+  // Gone as well: a zombie its parent has not reaped (it answers kill()),
+  // and a process started after the holder died that only took its pid.
+  uint64_t start_time = 0;
+  const Errno err = read_process_start_time(pid, start_time);
+  if (err == ENOENT || err == ESRCH) return true;
+  if (err != 0) return false;  // /proc unreadable: kill() said it runs
+  return start_time_bits(start_time) != holder >> kPidBits;
 }
 
 // getpid() is a system call in glibc; the tag is kept, and forgotten in a
@@ -127,10 +79,7 @@ uint32_t self_tag() {
   static const int registered = pthread_atfork(nullptr, nullptr, forget_tag);
   (void)registered;
   tag = static_cast<uint32_t>(getpid()) & kPidMask;
-  if (proc_is_ours()) {
-    if (const std::optional<ProcessStat> stat = read_stat("/proc/self/stat"))
-      tag |= start_time_bits(stat->start_time) << kPidBits;
-  }
+  if (proc_is_ours()) tag |= start_time_bits(own_start_time()) << kPidBits;
   cached_tag.store(tag, std::memory_order_relaxed);
   return tag;
 }

@@ -1,5 +1,6 @@
 #include "emulator/wire/process_identity.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -32,11 +33,25 @@ ssize_t read_small_file(const char* path, char* buffer, size_t capacity) {
   return total;
 }
 
+// A process whose first thread called pthread_exit() shows state Z while
+// its other threads run: it is a zombie only when its task directory lists
+// no thread but that first one.
+bool other_threads_run(const std::string& process) {
+  DIR* tasks = opendir((process + "/task").c_str());
+  if (!tasks) return false;
+  int threads = 0;
+  while (const dirent* entry = readdir(tasks))
+    if (entry->d_name[0] != '.') ++threads;
+  closedir(tasks);
+  return threads > 1;
+}
+
 }  // namespace
 
 Errno read_process_start_time(pid_t pid, uint64_t& start_time) {
-  const std::string path =
-      pid == getpid() ? std::string("/proc/self/stat") : "/proc/" + std::to_string(pid) + "/stat";
+  const std::string process = pid == getpid() ? std::string("/proc/self")
+                                              : "/proc/" + std::to_string(pid);
+  const std::string path = process + "/stat";
   char buffer[1024];
   ssize_t length = read_small_file(path.c_str(), buffer, sizeof(buffer));
   // A process reaped between open() and read() makes read() fail with ESRCH.
@@ -57,7 +72,8 @@ Errno read_process_start_time(pid_t pid, uint64_t& start_time) {
     if (end == std::string_view::npos) end = rest.size();
     ++field;
     std::string_view token = rest.substr(pos, end - pos);
-    if (field == 3 && (token == "Z" || token == "X" || token == "x")) return ESRCH;
+    if (field == 3 && (token == "X" || token == "x")) return ESRCH;
+    if (field == 3 && token == "Z" && !other_threads_run(process)) return ESRCH;
     if (field == 22) {
       uint64_t value = 0;
       auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), value);

@@ -13,7 +13,8 @@ namespace softverbs {
 
 // Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22).
 // ENOENT when there is no such process, ESRCH when it has exited but was not
-// reaped yet (a zombie holds no resources and will never run again).
+// reaped yet (a zombie holds no resources and will never run again; one
+// whose first thread called pthread_exit() while others run is no zombie).
 Errno read_process_start_time(pid_t pid, uint64_t& start_time);
 
 // This process's start time (0 if /proc is unreadable).
