@@ -3,7 +3,7 @@
 # (markdown tables and plots of latency and bandwidth against message size).
 #   - perftest, unmodified, on softverbs0: ib_{send,write,read}_{lat,bw} for
 #     every size, ib_atomic_{lat,bw}; and the one-sided rows of the targets
-#     again with shared MR pages (SOFTVERBS_SHARE_MR_PAGES=1, opt-in);
+#     again with private MR pages (SOFTVERBS_SHARE_MR_PAGES=0, the opt-out);
 #   - libfabric's fi_pingpong over its shm provider, same sizes;
 #   - the machine's raw limits (bench_limits): a cache line hop between two
 #     processes, a futex wake, memcpy, CMA (process_vm_writev);
@@ -122,15 +122,15 @@ THREAD_COUNTS=$(seq 1 $((cores < 8 ? cores : 8)) | paste -sd' ')
 # The measurements of one round, in order. Sizes go one after another so
 # that the figures a target compares (ib_write_bw and CMA of one size, say)
 # are taken close together in time.
-# shared_* are the same perftest runs with SOFTVERBS_SHARE_MR_PAGES=1 (the
-# target rows' one-sided operations as a memcpy), beside their anchors.
+# private_* are the same perftest runs with SOFTVERBS_SHARE_MR_PAGES=0 (the
+# one-sided operations by process_vm_writev/readv), beside the defaults.
 PLAN=()
 for size in $SIZES; do
   PLAN+=("ib_send_lat:$size" "ib_write_lat:$size" "ib_read_lat:$size" "fi_pingpong:$size"
          "ib_send_bw:$size" "ib_write_bw:$size" "ib_read_bw:$size" "cma:$size" "memcpy:$size")
   case $size in
-    8) PLAN+=("shared_ib_write_lat:8" "shared_ib_read_lat:8" "shared_ib_write_bw:8") ;;
-    65536 | 1048576) PLAN+=("shared_ib_write_bw:$size") ;;
+    8) PLAN+=("private_ib_write_lat:8" "private_ib_read_lat:8" "private_ib_write_bw:8") ;;
+    65536 | 1048576) PLAN+=("private_ib_write_bw:$size") ;;
   esac
 done
 PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 hop futex)

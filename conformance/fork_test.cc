@@ -61,15 +61,11 @@ TEST(Fork, ChildTouchesMemoryAndParentRdmaKeepsLandingInParentMemory) {
                 status == IBV_FORK_UNNEEDED)
         << "status " << status;
     if (soft_control_available() && !other_devices_present()) {
-      // Unless its MR pages are shared with peers, which keeps them from
-      // children as fork protection does.
-      const char* sharing = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
-      const ibv_fork_status soft = sharing && std::string_view(sharing) == "1"
-                                       ? IBV_FORK_ENABLED
-                                       : IBV_FORK_UNNEEDED;
-      EXPECT_EQ(soft, status) << "a soft device pins no memory";
+      // Shared MR pages too are copied for the child at the fork, as the
+      // kernel copies pinned pages since 5.13.
+      EXPECT_EQ(IBV_FORK_UNNEEDED, status) << "a soft device gives a child a copy";
       EXPECT_EQ(0, ibv_fork_init()) << "registrations made already do not matter";
-      EXPECT_EQ(soft, ibv_is_fork_initialized());
+      EXPECT_EQ(IBV_FORK_UNNEEDED, ibv_is_fork_initialized());
     }
     const bool touch_registered = status == IBV_FORK_UNNEEDED;
 

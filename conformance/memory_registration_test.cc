@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -158,6 +159,33 @@ TEST_F(MemoryRegistration, IovaTranslatesLocalAndRemoteAddresses) {
   EXPECT_EQ(IBV_WC_SUCCESS, post(IBV_WR_RDMA_READ, {{iova + 2048, 128, src->lkey}},
                                  iova + 0x10000 + 512, dst->rkey));
   EXPECT_EQ(0, std::memcmp(source.base + 2048, source.base + 16, 128));
+}
+
+// The pages stay pinned to the MR when the program unmaps them: a WRITE
+// lands in them (a READ gives it back) and never in memory the program
+// maps at the same address afterwards.
+TEST_F(MemoryRegistration, AWriteAfterTheProgramMapsAnewOverTheMrLandsInTheRegisteredPages) {
+  if (const char* shared = std::getenv("SOFTVERBS_SHARE_MR_PAGES"); shared && !std::strcmp(shared, "0"))
+    GTEST_SKIP() << "SOFTVERBS_SHARE_MR_PAGES=0: softverbs then reaches the program's current "
+                    "mapping, not pinned pages";
+  Pages target(2), source(1), back(1);
+  MrPtr mr(ibv_reg_mr(pd_.get(), target.base, 2 * page_size(), kAllAccess));
+  MrPtr src(ibv_reg_mr(pd_.get(), source.base, page_size(), kAllAccess));
+  MrPtr dst(ibv_reg_mr(pd_.get(), back.base, page_size(), kAllAccess));
+  ASSERT_TRUE(mr && src && dst) << describe_errno(errno);
+  ASSERT_EQ(0, munmap(target.base, target.length));
+  void* anew = mmap(target.base, target.length, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(static_cast<void*>(target.base), anew) << "the address was taken meanwhile";
+  std::memset(source.base, 0x5e, 256);
+  const auto at = reinterpret_cast<uintptr_t>(target.base) + page_size() - 128;
+  EXPECT_EQ(IBV_WC_SUCCESS,
+            post(IBV_WR_RDMA_WRITE, {{(uintptr_t)source.base, 256, src->lkey}}, at, mr->rkey));
+  for (size_t i = 0; i < target.length; ++i)
+    ASSERT_EQ(0, target.base[i]) << "the WRITE reached the new mapping at byte " << i;
+  EXPECT_EQ(IBV_WC_SUCCESS,
+            post(IBV_WR_RDMA_READ, {{(uintptr_t)back.base, 256, dst->lkey}}, at, mr->rkey));
+  EXPECT_EQ(0, std::memcmp(back.base, source.base, 256)) << "the registered pages lost the WRITE";
 }
 
 TEST_F(MemoryRegistration, ReregPdTakesTheMrOutOfTheQpsReach) {

@@ -129,13 +129,13 @@ std::optional<uint64_t> shared_mr_file(const std::string& maps_path, uint64_t ad
   return std::nullopt;
 }
 
-// With SOFTVERBS_SHARE_MR_PAGES=1 (ctest conformance_shared_mr_pages) the
-// peer's MR pages are a shared file, and this process maps that very file
-// to write into them.
+// Unless SOFTVERBS_SHARE_MR_PAGES=0 (ctest conformance_private_mr_pages)
+// the peer's MR pages are a shared file, and this process maps that very
+// file to write into them.
 TEST(OneSidedPeer, WithSharedMrPagesTheInitiatorMapsThePeersPages) {
   const char* sharing = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
-  if (!sharing || std::string_view(sharing) != "1")
-    GTEST_SKIP() << "needs SOFTVERBS_SHARE_MR_PAGES=1 (a soft device's option)";
+  if (sharing && std::string_view(sharing) == "0")
+    GTEST_SKIP() << "SOFTVERBS_SHARE_MR_PAGES=0: MR pages are not shared";
   if (!soft_control_available() || peer_is_remote()) GTEST_SKIP() << "needs a local soft peer";
   with_connected_pair(symmetric_options(), [&](Endpoint& local, RemoteEndpoint& remote,
                                                const EndpointInfo& info) {

@@ -4,14 +4,13 @@
 // MADV_DONTFORK after ibv_fork_init, unless the kernel copies pinned pages
 // at fork (IBV_FORK_UNNEEDED). A soft device pins nothing: the parent's own
 // engine places and fetches every byte in the parent's address space,
-// after a fork as before, and a child gets an ordinary copy. That is the
-// kernel's copy-on-fork behaviour, so with soft devices alone fork
-// protection is unneeded; with real devices present, their library decides.
-// Shared MR pages (SOFTVERBS_SHARE_MR_PAGES=1) are MAP_SHARED and kept from
-// children (MADV_DONTFORK), which is what fork protection does: enabled.
+// after a fork as before, and a child gets a copy. Shared MR pages
+// (shared_pages.h), which cannot be copied on write, are copied for the
+// child at the fork, as the kernel copies pinned pages. So with soft
+// devices alone fork protection is unneeded; with real devices present,
+// their library decides.
 #include <infiniband/verbs.h>
 
-#include "emulator/same_host/shared_pages.h"
 #include "provider/exports.h"
 #include "provider/real_library.h"
 
@@ -43,7 +42,6 @@ SOFTVERBS_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
   using Status = decltype(&ibv_is_fork_initialized);
   static const auto real = reinterpret_cast<Status>(
       softverbs::provider::real_symbol("ibv_is_fork_initialized"));
-  if (softverbs::SharedPages::enabled()) return IBV_FORK_ENABLED;
   const ibv_fork_status status = real ? real() : IBV_FORK_DISABLED;
   if (status == IBV_FORK_UNNEEDED || !real_devices_present()) return IBV_FORK_UNNEEDED;
   return status;

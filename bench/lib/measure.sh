@@ -8,7 +8,7 @@
 # and leaves a short human-readable result in $NOTE for the progress line.
 #
 # IDs: TOOL:SIZE for perftest (ib_send_lat:8, ib_write_bw:65536 ...;
-# shared_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=1),
+# private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0),
 # fi_pingpong:SIZE, cma:SIZE, memcpy:SIZE, hop, futex, threads:T, qps:N and
 # gbench:FILTER (a family of softverbs_bench).
 #
@@ -85,16 +85,17 @@ pair_failure() {
   echo "$why"
 }
 
-# shared_TOOL:SIZE runs TOOL with SOFTVERBS_SHARE_MR_PAGES=1 on both sides.
+# TOOL:SIZE runs TOOL with softverbs' defaults (MR pages shared);
+# private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0 on both sides.
 measure_perftest() {
-  local id=$1 tool=${1%%:*} size=${1#*:} iterations sharing=0
-  [[ $tool == shared_* ]] && tool=${tool#shared_} sharing=1
+  local id=$1 tool=${1%%:*} size=${1#*:} iterations sharing=(-u SOFTVERBS_SHARE_MR_PAGES)
+  [[ $tool == private_* ]] && tool=${tool#private_} sharing=(SOFTVERBS_SHARE_MR_PAGES=0)
   if [[ $tool == *_lat ]]; then iterations=$(latency_iterations "$size"); else iterations=$(bandwidth_iterations "$size"); fi
   local args=(-d "$DEVICE" -F -p @PORT@ -n "$iterations")
   # Atomics are 8 bytes by definition; perftest takes no size for them.
   [[ $tool != ib_atomic_* ]] && args+=(-s "$size")
-  SERVER_CMD=(env SOFTVERBS_SHARE_MR_PAGES=$sharing "$CLI" run -- "$tool" "${args[@]}")
-  CLIENT_CMD=(env SOFTVERBS_SHARE_MR_PAGES=$sharing "$CLI" run -- "$tool" "${args[@]}" localhost)
+  SERVER_CMD=(env "${sharing[@]}" "$CLI" run -- "$tool" "${args[@]}")
+  CLIENT_CMD=(env "${sharing[@]}" "$CLI" run -- "$tool" "${args[@]}" localhost)
   local row=
   if run_client_server "${id/:/_}.r$ROUND" "$LIMIT"; then
     row=$(perftest_row "$PAIR_CLIENT_LOG")
@@ -311,7 +312,7 @@ measure_gbench() {
 measure() {
   NOTE=
   case $1 in
-    ib_* | shared_ib_*) measure_perftest "$1" ;;
+    ib_* | private_ib_*) measure_perftest "$1" ;;
     fi_pingpong:*) measure_fi_pingpong "$1" ;;
     hop | futex | memcpy:* | cma:*) measure_limit "$1" ;;
     threads:* | threads_send:*) measure_threads "$1" ;;

@@ -137,12 +137,6 @@ targets_table() {
   ratio_row "ib_write_bw -s 1048576 vs CMA (process_vm_writev) 1 MiB" "ib_write_bw:1048576|gbps" "cma:1048576|gbps" ge 0.9 GB/s
   ratio_row "ib_write_bw -s 65536 vs CMA 64 KiB" "ib_write_bw:65536|gbps" "cma:65536|gbps" ge 0.8 GB/s
   message_rate_row
-  local shared="with shared MR pages (SOFTVERBS_SHARE_MR_PAGES=1)"
-  ratio_row "ib_write_lat -s 8 $shared vs ib_send_lat -s 8" "shared_ib_write_lat:8|typical_us" "ib_send_lat:8|typical_us" le 1.0 us
-  ratio_row "ib_read_lat -s 8 $shared vs ib_send_lat -s 8" "shared_ib_read_lat:8|typical_us" "ib_send_lat:8|typical_us" le 1.5 us
-  ratio_row "ib_write_lat -s 8 $shared: 99th percentile vs median" "shared_ib_write_lat:8|p99_us" "shared_ib_write_lat:8|typical_us" le 5 us
-  ratio_row "ib_write_bw -s 1048576 $shared vs CMA 1 MiB" "shared_ib_write_bw:1048576|gbps" "cma:1048576|gbps" ge 0.9 GB/s
-  ratio_row "ib_write_bw -s 65536 $shared vs CMA 64 KiB" "shared_ib_write_bw:65536|gbps" "cma:65536|gbps" ge 0.8 GB/s
   local most=${THREAD_COUNTS##* }
   if ((most > 1)); then
     ratio_row "$most threads of one context, own QPs and CQs, vs $most x one thread (WRITEs/s per thread)" \
@@ -191,7 +185,11 @@ small_message_table() {
   echo "|---|---:|"
   echo "| ib_send_bw -s 8 | $(cell ib_send_bw:8 mpps Mmsg/s) |"
   echo "| ib_write_bw -s 8 | $(cell ib_write_bw:8 mpps Mmsg/s) |"
-  echo "| ib_write_bw -s 8 with shared MR pages | $(cell shared_ib_write_bw:8 mpps Mmsg/s) |"
+  echo "| ib_write_bw -s 8 with private MR pages (SOFTVERBS_SHARE_MR_PAGES=0) | $(cell private_ib_write_bw:8 mpps Mmsg/s) |"
+  echo "| ib_write_lat -s 8 with private MR pages, one-way median | $(cell private_ib_write_lat:8 typical_us us) |"
+  echo "| ib_read_lat -s 8 with private MR pages, one-way median | $(cell private_ib_read_lat:8 typical_us us) |"
+  echo "| ib_write_bw -s 65536 with private MR pages | $(cell private_ib_write_bw:65536 gbps GB/s) |"
+  echo "| ib_write_bw -s 1048576 with private MR pages | $(cell private_ib_write_bw:1048576 gbps GB/s) |"
   echo "| ib_read_bw -s 8 | $(cell ib_read_bw:8 mpps Mmsg/s) |"
   echo "| ib_atomic_bw (fetch and add, 8 B) | $(cell ib_atomic_bw:8 mpps Mmsg/s) |"
   echo "| ib_atomic_lat (fetch and add), one-way median | $(cell ib_atomic_lat:8 typical_us us) |"

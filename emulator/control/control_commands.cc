@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <shared_mutex>
 #include <sstream>
 #include <vector>
 
@@ -59,6 +60,31 @@ void write_qp(std::ostringstream& out, QpImpl& qp) {
       << " expected_psn=" << qp.responder.expected_psn() << "\n";
 }
 
+// The device's memory regions: how many share their pages with peers
+// (reached by a memcpy) and how many are reached by system calls, and
+// each one up to kMrsListed.
+void write_mrs(std::ostringstream& out, Hca::Impl& impl) {
+  constexpr size_t kMrsListed = 32;
+  std::shared_lock lock(impl.mr_mutex);
+  std::vector<const Mr*> mrs;
+  for (const auto& [key, mr] : impl.mrs_by_key)
+    if (mr->kind() == MrKind::kMemory) mrs.push_back(mr);
+  std::sort(mrs.begin(), mrs.end(), [](const Mr* a, const Mr* b) { return a->lkey() < b->lkey(); });
+  uint64_t shared = 0, shared_bytes = 0;
+  for (const Mr* mr : mrs)
+    if (mr->shared_pages()) {
+      ++shared;
+      shared_bytes += mr->length();
+    }
+  out << "mrs: registered=" << mrs.size() << " shared_pages=" << shared
+      << " shared_bytes=" << shared_bytes << " by_system_call=" << mrs.size() - shared << "\n";
+  for (size_t i = 0; i < mrs.size() && i < kMrsListed; ++i)
+    out << "  mr lkey=" << mrs[i]->lkey() << " length=" << mrs[i]->length() << " pages="
+        << (mrs[i]->shared_pages() ? "shared" : mrs[i]->on_demand() ? "on_demand" : "private")
+        << "\n";
+  if (mrs.size() > kMrsListed) out << "  ... " << mrs.size() - kMrsListed << " more\n";
+}
+
 void write_device(std::ostringstream& out, Engine& engine, Hca& hca) {
   Hca::Impl& impl = hca.impl();
   std::lock_guard lock(impl.objects_mutex);
@@ -108,7 +134,10 @@ std::string stats(Engine& engine) {
     write_fault_counts(out, "faults tx", c.tx);
     write_fault_counts(out, "faults rx", c.rx);
   }
-  engine.for_each_hca([&](Hca& hca) { write_device(out, engine, hca); });
+  engine.for_each_hca([&](Hca& hca) {
+    write_device(out, engine, hca);
+    write_mrs(out, hca.impl());  // after: not under the objects' lock
+  });
   return out.str();
 }
 

@@ -1,5 +1,7 @@
 #include "emulator/memory/app_memory.h"
 
+#include "emulator/memory/page_move.h"
+
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -81,8 +83,11 @@ void pass_on(int sig, siginfo_t* info, void* context) {
 }
 
 void on_fault(int sig, siginfo_t* info, void* context) {
-  Recovery* recovery = t_recovery;
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
+  // A write into pages being moved (ours or the program's): it runs again
+  // once they are in place.
+  if (sig == SIGSEGV && info->si_code == SEGV_ACCERR && page_move::waited_for(address)) return;
+  Recovery* recovery = t_recovery;
   if (recovery && info->si_code > 0 && recovery->covers(address)) {
     t_recovery = nullptr;
     siglongjmp(recovery->resume, 1);
@@ -171,7 +176,7 @@ void use_mode(Mode mode) {
 #endif
   // The handler only where faults are to be caught: a program that asked
   // for system calls keeps its signal dispositions as they were.
-  if (mode == Mode::kGuarded) std::call_once(g_handler_once, install_fault_handler);
+  if (mode == Mode::kGuarded) catch_faults();
   g_mode.store(mode, std::memory_order_release);
 }
 
@@ -181,6 +186,12 @@ bool set_up() {
   use_mode(mode_from_environment());
   return true;
 }
+
+}  // namespace
+
+void catch_faults() { std::call_once(g_handler_once, install_fault_handler); }
+
+namespace {
 
 Mode current_mode() {
   static const bool ready = set_up();

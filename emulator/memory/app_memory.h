@@ -36,6 +36,9 @@ enum class Mode : uint8_t { kGuarded, kSyscall };
 Mode mode();
 // Changes it (tests and benchmarks compare the two).
 void set_mode(Mode mode);
+// Installs the fault handler whatever the mode: page_move.h's writers wait
+// in it (pages are moved under the program in either mode).
+void catch_faults();
 
 // Copies `n` bytes out of application memory at `app`. false on a fault
 // (part of `into` may have been written).

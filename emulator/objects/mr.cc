@@ -58,13 +58,13 @@ void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
   if (mr.kind() == MrKind::kNull) return;
   hca.engine->same_host().target_table().publish_mr(TargetMemory{
       hca.description.index, mr.rkey(), mr.access(), reinterpret_cast<uint64_t>(&mr.pd()),
-      mr.iova(), mr.length(), mr.addr(), mr.shared_pages()});
+      mr.iova(), mr.length(), mr.host_address(mr.iova()), mr.shared_pages()});
 }
 
 // The pages of memory that peers may write or read, shared when the
 // process asked for it (shared_pages.h); nullopt otherwise.
 std::optional<SharedPagesRef> share_pages_for(const MrInit& init) {
-  constexpr uint32_t remote = kAccessRemoteWrite | kAccessRemoteRead;
+  constexpr uint32_t remote = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   if (!SharedPages::enabled() || init.on_demand || !(init.access & remote)) return std::nullopt;
   return SharedPages::process().share(init.addr, init.length);
 }

@@ -78,8 +78,12 @@ class Mr {
   bool contains(uint64_t va, uint64_t len) const {
     return va >= iova_ && len <= length_ && va - iova_ <= length_ - len;
   }
-  // Where `va` (inside) lies in the host's memory.
-  uint64_t host_address(uint64_t va) const { return addr_ + (va - iova_); }
+  // Where `va` (inside) lies in the host's memory: in the emulator's own
+  // mapping of shared pages, which stays on the registered pages whatever
+  // the program maps at `addr` later, as an HCA's pinned pages do.
+  uint64_t host_address(uint64_t va) const {
+    return (pages_ ? pages_->view_address() : addr_) + (va - iova_);
+  }
 
  private:
   friend class Hca;

@@ -125,7 +125,8 @@ DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOper
   if (mr.pages_inode != 0 && mr.pages_offset <= UINT64_MAX - within &&
       owner_alive(table.header, pid)) {
     const std::shared_ptr<const PeerMapping> pages =
-        PeerPages::process().find(pid, mr.pages_fd, mr.pages_inode);
+        PeerPages::process().find(pid, mr.pages_fd, mr.pages_inode,
+                                  op.read ? PeerFile::kMrPagesReadOnly : PeerFile::kMrPages);
     if (pages)
       return copy_through(*pages, op, mr.pages_offset + within) ? DirectResult::kExecuted
                                                                  : DirectResult::kNotHere;

@@ -252,11 +252,23 @@ TEST_F(DirectTransport, WithinOneProcessShortWritesPostedAheadStayDirect) {
   EXPECT_TRUE(std::equal(a.buffer.begin() + 64, a.buffer.begin() + 21 * 64, b.buffer.begin() + 64));
 }
 
-// The target's memory became inaccessible after it was registered (made
-// PROT_NONE rather than unmapped, so that nothing else is mapped there
-// meanwhile): the guarded copy fails without a signal, and the operation
-// travels as packets, where the responder answers with the error.
+// Whether registrations share their pages, for one test's time.
+class SharingPages {
+ public:
+  explicit SharingPages(bool on) : was_(SharedPages::enabled()) { SharedPages::set_enabled(on); }
+  ~SharingPages() { SharedPages::set_enabled(was_); }
+
+ private:
+  bool was_;
+};
+
+// Without shared pages, the target's memory became inaccessible after it
+// was registered (made PROT_NONE rather than unmapped, so that nothing
+// else is mapped there meanwhile): the guarded copy fails without a
+// signal, and the operation travels as packets, where the responder
+// answers with the error. (Shared pages stay reachable, as pinned pages.)
 TEST_F(DirectTransport, WithinOneProcessAnInaccessibleTargetFailsAsPacketsWithoutASignal) {
+  SharingPages not_shared(false);
   wire_->direct_as_same_process(true);
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   connect(a, b, 0, 0);
@@ -296,7 +308,6 @@ class DirectIntoSharedPages : public DirectTransport {
  protected:
   static constexpr size_t kBytes = 256 * 1024;
   void SetUp() override {
-    SharedPages::set_enabled(true);
     DirectTransport::SetUp();
     // No progress thread here: this thread stands for the target's life.
     engine_->same_host().target_table().hold_liveness();
@@ -309,8 +320,8 @@ class DirectIntoSharedPages : public DirectTransport {
     engine_->same_host().target_table().release_liveness();
     DirectTransport::TearDown();
     munmap(pages_, kBytes);
-    SharedPages::set_enabled(false);
   }
+  SharingPages sharing_{true};
   // b's MR over the pages (held by the test, after b's PD).
   void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr) {
     Errno err;

@@ -22,7 +22,7 @@ int fetch_fd(int pidfd, int fd) { return static_cast<int>(syscall(SYS_pidfd_getf
 // Whether `file` is a memfd of that kind, by the name it was made with.
 bool named(int file, PeerFile kind) {
   const char* expected =
-      kind == PeerFile::kMrPages ? "/memfd:softverbs-mr " : "/memfd:softverbs-live ";
+      kind == PeerFile::kLiveness ? "/memfd:softverbs-live " : "/memfd:softverbs-mr ";
   char link[64];
   char target[128] = {};
   std::snprintf(link, sizeof(link), "/proc/self/fd/%d", file);
@@ -59,7 +59,7 @@ namespace {
 // The mapping of each kind this thread found last: the next operation
 // usually wants the same one, and takes it without the mutex. Weak: a
 // thread that stops asking must not keep a mapping alive.
-thread_local std::weak_ptr<const PeerMapping> recently_found[2];
+thread_local std::weak_ptr<const PeerMapping> recently_found[kPeerFileKinds];
 
 std::weak_ptr<const PeerMapping>& recent(PeerFile kind) {
   return recently_found[static_cast<size_t>(kind)];
@@ -82,7 +82,7 @@ std::shared_ptr<const PeerMapping> PeerPages::find(uint32_t pid, int32_t fd, uin
                                                     PeerFile kind) {
   std::weak_ptr<const PeerMapping>& recent_one = recent(kind);
   if (std::shared_ptr<const PeerMapping> last = recent_one.lock();
-      last && last->inode == inode && last->pid == pid)
+      last && last->inode == inode && last->pid == pid && last->kind == kind)
     return last;
   std::shared_ptr<const PeerMapping> found = find_locked(pid, fd, inode, kind);
   if (found) recent_one = found;

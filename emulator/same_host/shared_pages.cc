@@ -1,6 +1,7 @@
 #include "emulator/same_host/shared_pages.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,8 @@
 
 #include "emulator/memory/address_space.h"
 #include "emulator/memory/app_memory.h"
+#include "emulator/memory/page_move.h"
+#include "emulator/memory/raw_mm.h"
 
 namespace softverbs {
 namespace {
@@ -36,12 +39,61 @@ bool private_anonymous(const MappedRange& m) {
 std::atomic<bool>& enabled_flag() {
   static std::atomic<bool> on = [] {
     const char* value = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
-    return value && std::strcmp(value, "1") == 0;
+    return !(value && std::strcmp(value, "0") == 0);
   }();
   return on;
 }
 
+// Every instance, for the fork handlers.
+std::mutex g_instances_mutex;
+std::vector<SharedPages*>& instances() {
+  static auto* list = new std::vector<SharedPages*>;  // outlives every instance
+  return *list;
+}
+
 }  // namespace
+
+// A child of fork() takes private copies of the shared pages as they were
+// at the fork: made in the parent just before, so that what the parent's
+// threads and peers write after the fork is not the child's.
+struct ForkHandlers {
+  static void prepare() {
+    g_instances_mutex.lock();
+    for (SharedPages* pages : instances()) {
+      pages->mutex_.lock();
+      pages->copy_for_child();
+    }
+  }
+  static void in_parent() {
+    for (SharedPages* pages : instances()) {
+      pages->drop_child_copies();
+      pages->mutex_.unlock();
+    }
+    g_instances_mutex.unlock();
+  }
+  static void in_child() {
+    for (SharedPages* pages : instances()) {
+      pages->take_child_copies();
+      pages->mutex_.unlock();
+    }
+    g_instances_mutex.unlock();
+  }
+};
+
+SharedPages::SharedPages() {
+  static const bool registered = [] {
+    pthread_atfork(ForkHandlers::prepare, ForkHandlers::in_parent, ForkHandlers::in_child);
+    return true;
+  }();
+  (void)registered;
+  std::lock_guard lock(g_instances_mutex);
+  instances().push_back(this);
+}
+
+SharedPages::~SharedPages() {
+  std::lock_guard lock(g_instances_mutex);
+  std::erase(instances(), this);
+}
 
 bool SharedPages::enabled() { return enabled_flag().load(std::memory_order_relaxed); }
 
@@ -66,7 +118,7 @@ std::optional<SharedPagesRef> SharedPages::share(uint64_t addr, uint64_t length)
     if (file != files_.end()) {
       ++file->second.refs;
       return SharedPagesRef{file->second.fd, maps[0].inode,
-                            maps[0].offset + (addr - maps[0].begin)};
+                            maps[0].offset + (addr - maps[0].begin), file->second.view};
     }
   }
   // Only whole pages move: nothing of the heap around the MR (a malloc
@@ -95,24 +147,31 @@ std::optional<SharedPagesRef> SharedPages::move_onto_new_file(uint64_t begin, ui
     close(fd);
     return std::nullopt;
   }
-  void* staging = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (staging == MAP_FAILED) {
+  void* staging = raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* view = raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  auto give_up = [&] {
+    if (staging != MAP_FAILED) raw_mm::munmap(staging, length);
+    if (view != MAP_FAILED) raw_mm::munmap(view, length);
     close(fd);
     return std::nullopt;
-  }
+  };
+  if (staging == MAP_FAILED || view == MAP_FAILED) return give_up();
+  // The emulator's own mapping stays with the parent: a child does not
+  // use its parent's MRs.
+  raw_mm::madvise(view, length, MADV_DONTFORK);
   // The bytes, then the file's pages in place of the old ones in one step:
-  // a reader sees one or the other, never a hole.
+  // a reader sees one or the other, never a hole; a writer waits.
+  app_memory::catch_faults();
   auto* old_pages = reinterpret_cast<void*>(begin);
-  if (!app_memory::read(staging, old_pages, length) ||
-      mremap(staging, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, old_pages) == MAP_FAILED) {
-    munmap(staging, length);
-    close(fd);
-    return std::nullopt;
-  }
-  madvise(old_pages, length, MADV_DONTFORK);
+  if (!page_move::start(begin, end)) return give_up();
+  const bool moved =
+      app_memory::read(staging, old_pages, length) &&
+      raw_mm::move_onto(staging, length, old_pages);
+  page_move::finish(moved ? -1 : PROT_READ | PROT_WRITE);
+  if (!moved) return give_up();
   const auto inode = static_cast<uint64_t>(st.st_ino);
-  files_[inode] = File{fd, 1, begin, end};
-  return SharedPagesRef{fd, inode, addr - begin};
+  files_[inode] = File{fd, 1, begin, end, static_cast<uint8_t*>(view)};
+  return SharedPagesRef{fd, inode, addr - begin, static_cast<uint8_t*>(view)};
 }
 
 void SharedPages::release(const SharedPagesRef& ref) {
@@ -120,6 +179,7 @@ void SharedPages::release(const SharedPagesRef& ref) {
   auto file = files_.find(ref.inode);
   if (file == files_.end() || --file->second.refs != 0) return;
   move_back_to_private_pages(file->second.begin, file->second.end, ref.inode);
+  raw_mm::munmap(file->second.view, file->second.end - file->second.begin);
   close(file->second.fd);
   files_.erase(file);
 }
@@ -130,14 +190,58 @@ void SharedPages::move_back_to_private_pages(uint64_t begin, uint64_t end, uint6
   for (const MappedRange& m : mappings_over(begin, end - begin)) {
     if (!of_a_shared_file(m) || m.inode != inode) continue;
     const uint64_t from = std::max(m.begin, begin), length = std::min(m.end, end) - from;
-    void* copy = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (copy == MAP_FAILED) continue;  // stays shared, and kept from children
+    void* copy =
+        raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) continue;  // stays shared
     auto* pages = reinterpret_cast<void*>(from);
     const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
-    if (!app_memory::read(copy, pages, length) || mprotect(copy, length, prot) != 0 ||
-        mremap(copy, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, pages) == MAP_FAILED)
-      munmap(copy, length);
+    // Writers wait only where they could write.
+    const bool held = m.writable && page_move::start(from, from + length);
+    if (m.writable && !held) {
+      raw_mm::munmap(copy, length);
+      continue;
+    }
+    const bool moved =
+        app_memory::read(copy, pages, length) && raw_mm::mprotect(copy, length, prot) == 0 &&
+        raw_mm::move_onto(copy, length, pages);
+    if (held) page_move::finish(moved ? -1 : prot);
+    if (!moved) raw_mm::munmap(copy, length);
   }
+}
+
+void SharedPages::copy_for_child() {
+  fork_copies_.clear();
+  for (const auto& [inode, file] : files_) {
+    for (const MappedRange& m : mappings_over(file.begin, file.end - file.begin)) {
+      if (!of_a_shared_file(m) || m.inode != inode) continue;
+      const uint64_t from = std::max(m.begin, file.begin);
+      const uint64_t length = std::min(m.end, file.end) - from;
+      void* copy =
+          raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (copy == MAP_FAILED) continue;  // the child shares these pages
+      const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
+      if (!app_memory::read(copy, reinterpret_cast<void*>(from), length) ||
+          raw_mm::mprotect(copy, length, prot) != 0) {
+        raw_mm::munmap(copy, length);
+        continue;
+      }
+      fork_copies_.push_back(ForkCopy{from, length, copy, prot});
+    }
+  }
+}
+
+void SharedPages::drop_child_copies() {
+  for (const ForkCopy& c : fork_copies_) raw_mm::munmap(c.copy, c.length);
+  fork_copies_.clear();
+}
+
+void SharedPages::take_child_copies() {
+  for (const ForkCopy& c : fork_copies_)
+    raw_mm::move_onto(c.copy, c.length, reinterpret_cast<void*>(c.at));
+  fork_copies_.clear();
+  // None of the files is the child's: its MRs are its parent's.
+  for (const auto& [inode, file] : files_) close(file.fd);
+  files_.clear();
 }
 
 }  // namespace softverbs

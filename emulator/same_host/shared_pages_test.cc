@@ -11,11 +11,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "emulator/memory/address_space.h"
+#include "emulator/memory/page_move.h"
 #include "emulator/same_host/peer_pages.h"
 
 namespace softverbs {
@@ -159,17 +163,88 @@ TEST_F(SharedPagesTest, ReadOnlyFileBackedAndUnmappedMemoryStayAsTheyAre) {
   EXPECT_FALSE(pages_.share(reinterpret_cast<uint64_t>(on_the_stack), sizeof(on_the_stack)));
 }
 
-TEST_F(SharedPagesTest, AChildOfForkDoesNotHaveThePages) {
-  std::optional<SharedPagesRef> ref = pages_.share(at(0), kPage);
+// As Linux gives a child pinned pages (5.13 on): its own copy, of the
+// bytes at the fork; the parent's writes after it are not the child's, nor
+// the child's the parent's.
+TEST_F(SharedPagesTest, AChildOfForkHasItsOwnCopyOfThePagesAsTheyWereAtTheFork) {
+  std::optional<SharedPagesRef> ref = pages_.share(at(0), 2 * kPage);
   ASSERT_TRUE(ref);
+  base_[10] = 0x5a;
+  int parent_wrote[2];
+  ASSERT_EQ(pipe(parent_wrote), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
-  if (child == 0) _exit(mappings_over(at(0), kPage).empty() && !mapping_at(kPage).shared ? 0 : 1);
+  if (child == 0) {
+    char c;
+    if (read(parent_wrote[0], &c, 1) != 1) _exit(2);
+    if (base_[10] != 0x5a || base_[11] != static_cast<uint8_t>(11 * 7 + 1)) _exit(3);
+    if (mapping_at(0).shared || mapping_at(kPage).shared) _exit(4);
+    std::memset(base_, 0x77, 2 * kPage);
+    _exit(0);
+  }
+  base_[10] = 0x6b;  // after the fork: the parent's alone
+  ref->view[20] = 0x6c;
+  ASSERT_EQ(write(parent_wrote[1], "w", 1), 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "the child still maps the registered pages";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no word; 3: not the bytes of the fork; 4: still shared";
+  EXPECT_EQ(base_[10], 0x6b);
+  EXPECT_EQ(base_[20], 0x6c) << "the emulator's mapping is not the program's pages";
+  EXPECT_EQ(base_[kPage], static_cast<uint8_t>(kPage * 7 + 1)) << "the child's writes reached the parent";
+  EXPECT_TRUE(mapping_at(0).shared);
+  close(parent_wrote[0]);
+  close(parent_wrote[1]);
   pages_.release(*ref);
+}
+
+// Pinned pages stay the MR's when the program unmaps them: the emulator
+// reaches them through its own mapping, never a later one at that address.
+TEST_F(SharedPagesTest, TheEmulatorsMappingStaysOnTheRegisteredPagesWhenTheProgramMapsAnew) {
+  std::optional<SharedPagesRef> ref = pages_.share(at(0), 2 * kPage);
+  ASSERT_TRUE(ref);
+  ASSERT_EQ(munmap(base_, 2 * kPage), 0);
+  void* anew = mmap(base_, 2 * kPage, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(anew, static_cast<void*>(base_));
+  std::memset(ref->view, 0x33, 2 * kPage);
+  for (uint64_t i = 0; i < 2 * kPage; ++i) ASSERT_EQ(base_[i], 0) << "at " << i;
+  pages_.release(*ref);
+  // The new mapping is not the file's, so it stays as the program made it.
+  EXPECT_FALSE(mapping_at(0).shared);
+  EXPECT_EQ(base_[0], 0);
+}
+
+// Another thread writes into the pages all along while they move onto the
+// file and back, a thousand times: each write lands (page_move.h).
+TEST_F(SharedPagesTest, NoWriteOfAnotherThreadIsLostWhileThePagesMove) {
+  const uint64_t kWords = 2 * kPage / sizeof(uint64_t);
+  auto* words = reinterpret_cast<volatile uint64_t*>(base_);
+  std::atomic<bool> stop{false};
+  uint64_t last_round = 0, last_word = 0;
+  std::thread writer([&] {
+    for (uint64_t round = 1;; ++round)
+      for (uint64_t w = 0; w < kWords; ++w) {
+        words[w] = round;
+        if ((w & 63) == 0 && stop.load(std::memory_order_relaxed)) {
+          last_round = round;
+          last_word = w;
+          return;
+        }
+      }
+  });
+  const uint64_t held_before = page_move::writes_held();
+  for (int i = 0; i < 1000; ++i) {
+    std::optional<SharedPagesRef> ref = pages_.share(at(0), 2 * kPage);
+    ASSERT_TRUE(ref) << "move " << i;
+    pages_.release(*ref);
+  }
+  stop = true;
+  writer.join();
+  // Words before the one it stopped at have its last round, the rest the round before.
+  for (uint64_t w = 0; w < kWords; ++w)
+    ASSERT_EQ(words[w], w <= last_word ? last_round : last_round - 1) << "word " << w << " lost";
+  EXPECT_GT(page_move::writes_held(), held_before) << "no write ever met a move: nothing was shown";
 }
 
 // The other side: a process maps what this one shares, by its descriptor

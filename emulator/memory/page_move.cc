@@ -1,0 +1,106 @@
+#include "emulator/memory/page_move.h"
+
+#include "emulator/memory/raw_mm.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <climits>
+
+namespace softverbs::page_move {
+namespace {
+
+// Odd while a move runs; a futex word the waiting writers sleep on.
+std::atomic<uint32_t> g_sequence{0};
+std::atomic<uint64_t> g_begin{0}, g_end{0};
+std::atomic<uint64_t> g_writes_held{0};
+
+// The last moves finished: a thread whose fault was delivered only after
+// the move ended finds its range here and writes again once.
+struct Finished {
+  std::atomic<uint64_t> begin{0}, end{0};
+  std::atomic<uint32_t> sequence{0};
+};
+std::array<Finished, 4> g_finished;
+
+// The fault this thread last sent back to write again: the same fault
+// coming back after a finished move is the program's own.
+struct Retried {
+  uintptr_t address = 0;
+  uint32_t sequence = 0;
+};
+[[gnu::tls_model("initial-exec")]] thread_local Retried t_retried;
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr,
+          nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+bool inside(uintptr_t address, uint64_t begin, uint64_t end) {
+  return address >= begin && address < end;
+}
+
+}  // namespace
+
+bool start(uint64_t begin, uint64_t end) {
+  g_begin.store(begin, std::memory_order_relaxed);
+  g_end.store(end, std::memory_order_relaxed);
+  // Odd before the pages turn read-only: a fault on them finds the move.
+  g_sequence.fetch_add(1, std::memory_order_release);
+  if (raw_mm::mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_READ) == 0) return true;
+  g_sequence.fetch_add(1, std::memory_order_release);
+  futex_wake_all(g_sequence);
+  return false;
+}
+
+void finish(int restore_prot) {
+  const uint64_t begin = g_begin.load(std::memory_order_relaxed);
+  const uint64_t end = g_end.load(std::memory_order_relaxed);
+  if (restore_prot >= 0)
+    raw_mm::mprotect(reinterpret_cast<void*>(begin), end - begin, restore_prot);
+  const uint32_t done = g_sequence.load(std::memory_order_relaxed) + 1;
+  Finished& slot = g_finished[(done / 2) % g_finished.size()];
+  slot.begin.store(begin, std::memory_order_relaxed);
+  slot.end.store(end, std::memory_order_relaxed);
+  slot.sequence.store(done, std::memory_order_relaxed);
+  g_sequence.store(done, std::memory_order_release);
+  futex_wake_all(g_sequence);
+}
+
+bool waited_for(uintptr_t address) {
+  const uint32_t sequence = g_sequence.load(std::memory_order_acquire);
+  if (sequence & 1) {
+    const bool in_move = inside(address, g_begin.load(std::memory_order_relaxed),
+                                g_end.load(std::memory_order_relaxed));
+    // The range read belongs to this move only if no other began since.
+    if (in_move && g_sequence.load(std::memory_order_acquire) == sequence) {
+      g_writes_held.fetch_add(1, std::memory_order_relaxed);
+      while (g_sequence.load(std::memory_order_acquire) == sequence)
+        futex_wait(g_sequence, sequence);
+      return true;
+    }
+  }
+  for (const Finished& slot : g_finished) {
+    const uint32_t finished = slot.sequence.load(std::memory_order_relaxed);
+    if (finished == 0 || !inside(address, slot.begin.load(std::memory_order_relaxed),
+                                 slot.end.load(std::memory_order_relaxed)))
+      continue;
+    if (t_retried.address == address && t_retried.sequence == finished) continue;
+    t_retried = Retried{address, finished};
+    return true;
+  }
+  return false;
+}
+
+uint64_t writes_held() { return g_writes_held.load(std::memory_order_relaxed); }
+
+}  // namespace softverbs::page_move
