@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,15 @@ std::atomic<bool>& enabled_flag() {
     return !(value && std::strcmp(value, "0") == 0);
   }();
   return on;
+}
+
+// Each shared file holds a descriptor for as long as an MR names it (peers
+// fetch it by number), and descriptors are the program's to spend: beyond
+// a quarter of its limit (and 512), MRs keep their pages private.
+uint64_t most_files() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 64;
+  return std::min<uint64_t>(512, limit.rlim_cur / 4);
 }
 
 // Every instance, for the fork handlers.
@@ -132,7 +142,7 @@ std::optional<SharedPagesRef> SharedPages::share(uint64_t addr, uint64_t length)
     if (!movable) return std::nullopt;
     covered = m.end;
   }
-  if (covered < end) return std::nullopt;
+  if (covered < end || files_.size() >= most_files()) return std::nullopt;
   return move_onto_new_file(begin, end, addr);
 }
 

@@ -17,6 +17,8 @@
 //   any alignment;
 // - a range that overlaps pages an MR still shares, without lying inside
 //   them, stays as it is: moving them would part that MR from its file;
+// - each file holds a descriptor of the program's: past a quarter of its
+//   RLIMIT_NOFILE (and 512 files), new MRs stay as they are;
 // - what another thread writes into the pages while they are copied is
 //   not lost: it waits for the move (page_move.h);
 // - the emulator reaches the MR through a second mapping of the file (the

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -245,6 +246,33 @@ TEST_F(SharedPagesTest, NoWriteOfAnotherThreadIsLostWhileThePagesMove) {
   for (uint64_t w = 0; w < kWords; ++w)
     ASSERT_EQ(words[w], w <= last_word ? last_round : last_round - 1) << "word " << w << " lost";
   EXPECT_GT(page_move::writes_held(), held_before) << "no write ever met a move: nothing was shown";
+}
+
+// Each file holds one of the program's descriptors: past a quarter of its
+// limit, new MRs keep their pages.
+TEST_F(SharedPagesTest, PastAQuarterOfTheDescriptorLimitPagesAreNotShared) {
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit low = before;
+  low.rlim_cur = 16;  // four files
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<SharedPagesRef> refs;
+  for (uint64_t i = 0; i < kPages; ++i) {
+    std::optional<SharedPagesRef> ref = pages_.share(at(i * kPage), kPage);
+    ASSERT_TRUE(ref) << "page " << i;
+    refs.push_back(*ref);
+  }
+  void* more = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(more, MAP_FAILED);
+  EXPECT_FALSE(pages_.share(reinterpret_cast<uint64_t>(more), kPage));
+  // Inside pages already shared needs no new file.
+  std::optional<SharedPagesRef> inside = pages_.share(at(10), 64);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &before), 0);
+  ASSERT_TRUE(inside);
+  refs.push_back(*inside);
+  for (const SharedPagesRef& ref : refs) pages_.release(ref);
+  munmap(more, kPage);
+  EXPECT_TRUE(pattern_intact());
 }
 
 // The other side: a process maps what this one shares, by its descriptor
