@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -35,30 +36,33 @@ bool device_has_odp(bool implicit) {
          (!implicit || (attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT));
 }
 
+// Posts `opcode` of `kLength` bytes between local offset `local_offset` and
+// the peer's `remote_offset`, and expects it to complete with `status`.
+void one_sided(Endpoint& local, ibv_wr_opcode opcode, uint64_t wr_id, uint64_t local_offset,
+               uint64_t remote_offset, ibv_wc_status status, const std::string& what) {
+  SendSpec spec;
+  spec.wr_id = wr_id;
+  spec.opcode = opcode;
+  spec.length = kLength;
+  spec.local_offset = local_offset;
+  spec.remote_offset = remote_offset;
+  ASSERT_EQ(0, local.post_send(spec));
+  std::vector<ibv_wc> wc;
+  ASSERT_EQ(0, local.poll(Queue::kSend, 1, wc));
+  expect_completion(wc[0], wr_id, status, what);
+}
+
 // One WRITE of `kLength` bytes from local offset 0 to the peer's offset
 // `remote_offset`, then a READ of them back to local offset 2 * kLength.
 void write_then_read_back(Endpoint& local, RemoteEndpoint& remote, uint64_t remote_offset) {
   local.fill(0, kLength, 77);
-  SendSpec write;
-  write.wr_id = 1;
-  write.opcode = IBV_WR_RDMA_WRITE;
-  write.length = kLength;
-  write.remote_offset = remote_offset;
-  ASSERT_EQ(0, local.post_send(write));
-  std::vector<ibv_wc> wc;
-  ASSERT_EQ(0, local.poll(Queue::kSend, 1, wc));
-  expect_completion(wc[0], 1, IBV_WC_SUCCESS, "the WRITE");
+  ASSERT_NO_FATAL_FAILURE(
+      one_sided(local, IBV_WR_RDMA_WRITE, 1, 0, remote_offset, IBV_WC_SUCCESS, "the WRITE"));
   std::optional<ByteMismatch> mismatch;
   ASSERT_EQ(0, remote.check(remote_offset, kLength, 77, mismatch)) << remote.why();
   EXPECT_FALSE(mismatch) << describe_mismatch(*mismatch);
-  SendSpec read = write;
-  read.wr_id = 2;
-  read.opcode = IBV_WR_RDMA_READ;
-  read.local_offset = 2 * kLength;
-  ASSERT_EQ(0, local.post_send(read));
-  wc.clear();
-  ASSERT_EQ(0, local.poll(Queue::kSend, 1, wc));
-  expect_completion(wc[0], 2, IBV_WC_SUCCESS, "the READ");
+  ASSERT_NO_FATAL_FAILURE(one_sided(local, IBV_WR_RDMA_READ, 2, 2 * kLength, remote_offset,
+                                    IBV_WC_SUCCESS, "the READ"));
   EXPECT_FALSE(local.check(2 * kLength, kLength, 77)) << "the READ brought other bytes back";
 }
 
@@ -123,26 +127,12 @@ TEST(MemoryThroughPeer, RdmaToMemoryUnmappedAfterRegistrationReachesThePinnedPag
                                                const EndpointInfo&) {
     ASSERT_EQ(0, remote.unmap_buffer()) << remote.why();
     local.fill(0, kLength, 31);
-    SendSpec write;
-    write.wr_id = 4;
-    write.opcode = IBV_WR_RDMA_WRITE;
-    write.length = kLength;
-    write.remote_offset = kLength;
-    ASSERT_EQ(0, local.post_send(write));
-    std::vector<ibv_wc> wc;
-    ASSERT_EQ(0, local.poll(Queue::kSend, 1, wc));
-    expect_completion(wc[0], 4, expected, "WRITE to memory unmapped after registration");
+    ASSERT_NO_FATAL_FAILURE(one_sided(local, IBV_WR_RDMA_WRITE, 4, 0, kLength, expected,
+                                      "WRITE to memory unmapped after registration"));
     if (pinned) {
-      SendSpec read;
-      read.wr_id = 5;
-      read.opcode = IBV_WR_RDMA_READ;
-      read.length = kLength;
-      read.local_offset = 2 * kLength;
-      read.remote_offset = kLength;
-      ASSERT_EQ(0, local.post_send(read));
-      wc.clear();
-      ASSERT_EQ(0, local.poll(Queue::kSend, 1, wc));
-      expect_completion(wc[0], 5, IBV_WC_SUCCESS, "READ of memory unmapped after registration");
+      ASSERT_NO_FATAL_FAILURE(one_sided(local, IBV_WR_RDMA_READ, 5, 2 * kLength, kLength,
+                                        IBV_WC_SUCCESS,
+                                        "READ of memory unmapped after registration"));
       auto back = local.check(2 * kLength, kLength, 31);
       EXPECT_FALSE(back) << "the pinned pages did not keep the WRITE: " << describe_mismatch(*back);
     }
