@@ -24,6 +24,8 @@ namespace {
 constexpr char kFileName[] = "softverbs-mr";
 constexpr char kMappedName[] = "/memfd:softverbs-mr";
 
+constexpr int kPopulatedPrivate = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE;
+
 uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
 bool of_a_shared_file(const MappedRange& m) {
@@ -157,7 +159,9 @@ std::optional<SharedPagesRef> SharedPages::move_onto_new_file(uint64_t begin, ui
     close(fd);
     return std::nullopt;
   }
-  void* staging = raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated in one call: a page fault per page costs far more than the copy.
+  void* staging =
+      raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   void* view = raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   auto give_up = [&] {
     if (staging != MAP_FAILED) raw_mm::munmap(staging, length);
@@ -201,7 +205,7 @@ void SharedPages::move_back_to_private_pages(uint64_t begin, uint64_t end, uint6
     if (!of_a_shared_file(m) || m.inode != inode) continue;
     const uint64_t from = std::max(m.begin, begin), length = std::min(m.end, end) - from;
     void* copy =
-        raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, kPopulatedPrivate, -1, 0);
     if (copy == MAP_FAILED) continue;  // stays shared
     auto* pages = reinterpret_cast<void*>(from);
     const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
@@ -227,7 +231,7 @@ void SharedPages::copy_for_child() {
       const uint64_t from = std::max(m.begin, file.begin);
       const uint64_t length = std::min(m.end, file.end) - from;
       void* copy =
-          raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, kPopulatedPrivate, -1, 0);
       if (copy == MAP_FAILED) continue;  // the child shares these pages
       const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
       if (!app_memory::read(copy, reinterpret_cast<void*>(from), length) ||
