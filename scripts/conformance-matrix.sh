@@ -12,6 +12,12 @@
 # RoCE over the UDP wire: harness/cli/conformance_hosts_test.sh), as the
 # column "softverbs, two hosts".
 #
+# Tests added since the last rxe run can be run on rxe alone into another
+# part, then kept with --keep-rxe (the rows are the suite as softverbs ran it):
+#   harness/rxe-vm/rxe-vm run --share build --timeout 600 -- \
+#     ./conformance/conformance_tests --device=rxe0 --gid-index=1 --gtest_filter='NEW.*' \
+#     > build/conformance-matrix/rxe-verbs-N.log 2>&1
+#
 # A run on another device joins as a column of its own:
 #   CONFORMANCE_HCA_LOGS="mlx5=verbs.log,cm.log" bash scripts/conformance-matrix.sh --report-only
 # where the logs are the output of
@@ -110,7 +116,11 @@ fi
 columns+=(--column "rxe=$(logs "$out"/rxe-*.log)")
 [ -n "${CONFORMANCE_HCA_LOGS:-}" ] && columns+=(--column "$CONFORMANCE_HCA_LOGS")
 kernel=$(cat "${RXE_VM_DIR:-/var/tmp/softverbs-rxe-vm}/kernel-version" 2>/dev/null || echo "?")
-rxe_when=$(date -u -r "$(ls "$out"/rxe-*.log | head -1)" '+%Y-%m-%d %H:%M UTC' 2>/dev/null || echo "?")
+# The first part's time, and the last one's when a part was run later
+# (tests added since, run by hand into another rxe-verbs-N.log).
+rxe_when=$(date -u -r "$(ls -tr "$out"/rxe-*.log | head -1)" '+%Y-%m-%d %H:%M UTC' 2>/dev/null || echo "?")
+rxe_last=$(date -u -r "$(ls -t "$out"/rxe-*.log | head -1)" '+%Y-%m-%d %H:%M UTC' 2>/dev/null || echo "?")
+[ "${rxe_last%% *}" != "${rxe_when%% *}" ] && rxe_when="$rxe_when (a part run $rxe_last)"
 python3 scripts/conformance_matrix.py \
   "${columns[@]}" \
   --crashed "rxe=$(logs "${crashed[@]}")" \

@@ -108,8 +108,9 @@ def main():
             for test, outcome in parse_log(log).items():
                 # A test that ran beats one that skipped (another part ran
                 # it in the configuration it needs), and either beats one
-                # left unfinished (the run resumed past it).
-                if test not in merged or RANK[outcome.status] > RANK[merged[test].status]:
+                # left unfinished (the run resumed past it); between equals
+                # the later log (a part run since) wins.
+                if test not in merged or RANK[outcome.status] >= RANK[merged[test].status]:
                     merged[test] = outcome
         results[name] = merged
     for spec in args.crashed:
