@@ -1,7 +1,5 @@
 #include "emulator/memory/page_move.h"
 
-#include "emulator/memory/raw_mm.h"
-
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -10,10 +8,15 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <mutex>
+
+#include "emulator/memory/raw_mm.h"
 
 namespace softverbs::page_move {
 namespace {
 
+// Held from start() to finish(): one move at a time, whoever moves.
+std::mutex g_one_move;
 // Odd while a move runs; a futex word the waiting writers sleep on.
 std::atomic<uint32_t> g_sequence{0};
 std::atomic<uint64_t> g_begin{0}, g_end{0};
@@ -52,6 +55,7 @@ bool inside(uintptr_t address, uint64_t begin, uint64_t end) {
 }  // namespace
 
 bool start(uint64_t begin, uint64_t end) {
+  g_one_move.lock();
   g_begin.store(begin, std::memory_order_relaxed);
   g_end.store(end, std::memory_order_relaxed);
   // Odd before the pages turn read-only: a fault on them finds the move.
@@ -59,6 +63,7 @@ bool start(uint64_t begin, uint64_t end) {
   if (raw_mm::mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_READ) == 0) return true;
   g_sequence.fetch_add(1, std::memory_order_release);
   futex_wake_all(g_sequence);
+  g_one_move.unlock();
   return false;
 }
 
@@ -74,6 +79,7 @@ void finish(int restore_prot) {
   slot.sequence.store(done, std::memory_order_relaxed);
   g_sequence.store(done, std::memory_order_release);
   futex_wake_all(g_sequence);
+  g_one_move.unlock();
 }
 
 bool waited_for(uintptr_t address) {

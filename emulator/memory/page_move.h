@@ -14,9 +14,9 @@
 // are not held: for the time of a copy they fail with EFAULT, as into any
 // read-only page.
 //
-// Threads: one move at a time (the caller serializes them); the fault side
-// runs in a signal handler on any thread and only loads, compares and
-// waits on a futex.
+// Threads: moves from any thread, one at a time (start() waits for the one
+// running to finish()); the fault side runs in a signal handler on any
+// thread and only loads, compares and waits on a futex.
 #pragma once
 
 #include <cstdint>
