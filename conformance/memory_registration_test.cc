@@ -167,7 +167,8 @@ TEST_F(MemoryRegistration, IovaTranslatesLocalAndRemoteAddresses) {
 // lands in them (a READ gives it back) and never in memory the program
 // maps at the same address afterwards.
 TEST_F(MemoryRegistration, AWriteAfterTheProgramMapsAnewOverTheMrLandsInTheRegisteredPages) {
-  if (const char* shared = std::getenv("SOFTVERBS_SHARE_MR_PAGES"); shared && !std::strcmp(shared, "0"))
+  const char* shared = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
+  if (shared && !std::strcmp(shared, "0"))
     GTEST_SKIP() << "SOFTVERBS_SHARE_MR_PAGES=0: softverbs then reaches the program's current "
                     "mapping, not pinned pages";
   Pages target(2), source(1), back(1);
@@ -220,7 +221,8 @@ TEST_F(MemoryRegistration, WritesOfAnotherThreadDuringRegistrationAreKept) {
   writer.join();
   // Words up to the one it stopped at hold its last round, the rest the one before.
   for (uint64_t w = 0; w < words; ++w)
-    ASSERT_EQ(word[w], w <= last_word ? last_round : last_round - 1) << "word " << w << " lost a write";
+    ASSERT_EQ(word[w], w <= last_word ? last_round : last_round - 1)
+        << "word " << w << " lost a write";
 }
 
 TEST_F(MemoryRegistration, ReregPdTakesTheMrOutOfTheQpsReach) {

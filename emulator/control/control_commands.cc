@@ -69,7 +69,8 @@ void write_mrs(std::ostringstream& out, Hca::Impl& impl) {
   std::vector<const Mr*> mrs;
   for (const auto& [key, mr] : impl.mrs_by_key)
     if (mr->kind() == MrKind::kMemory) mrs.push_back(mr);
-  std::sort(mrs.begin(), mrs.end(), [](const Mr* a, const Mr* b) { return a->lkey() < b->lkey(); });
+  std::sort(mrs.begin(), mrs.end(),
+            [](const Mr* a, const Mr* b) { return a->lkey() < b->lkey(); });
   uint64_t shared = 0, shared_bytes = 0;
   for (const Mr* mr : mrs)
     if (mr->shared_pages()) {

@@ -61,8 +61,8 @@ void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
       mr.iova(), mr.length(), mr.host_address(mr.iova()), mr.shared_pages()});
 }
 
-// The pages of memory that peers may write or read, shared when the
-// process asked for it (shared_pages.h); nullopt otherwise.
+// The pages of memory that peers may write, read or update, shared unless
+// the process turned sharing off (shared_pages.h); nullopt otherwise.
 std::optional<SharedPagesRef> share_pages_for(const MrInit& init) {
   constexpr uint32_t remote = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   if (!SharedPages::enabled() || init.on_demand || !(init.access & remote)) return std::nullopt;

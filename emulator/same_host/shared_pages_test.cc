@@ -192,7 +192,8 @@ TEST_F(SharedPagesTest, AChildOfForkHasItsOwnCopyOfThePagesAsTheyWereAtTheFork) 
   EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no word; 3: not the bytes of the fork; 4: still shared";
   EXPECT_EQ(base_[10], 0x6b);
   EXPECT_EQ(base_[20], 0x6c) << "the emulator's mapping is not the program's pages";
-  EXPECT_EQ(base_[kPage], static_cast<uint8_t>(kPage * 7 + 1)) << "the child's writes reached the parent";
+  EXPECT_EQ(base_[kPage], static_cast<uint8_t>(kPage * 7 + 1))
+      << "the child's writes reached the parent";
   EXPECT_TRUE(mapping_at(0).shared);
   close(parent_wrote[0]);
   close(parent_wrote[1]);
