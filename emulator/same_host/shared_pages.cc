@@ -179,7 +179,7 @@ std::optional<SharedPagesRef> SharedPages::move_onto_new_file(uint64_t begin, ui
   auto* old_pages = reinterpret_cast<void*>(begin);
   if (!page_move::start(begin, end)) return give_up();
   const bool moved =
-      app_memory::read(staging, old_pages, length) &&
+      raw_mm::copy(staging, old_pages, length) &&
       raw_mm::move_onto(staging, length, old_pages);
   page_move::finish(moved ? -1 : PROT_READ | PROT_WRITE);
   if (!moved) return give_up();
@@ -216,7 +216,7 @@ void SharedPages::move_back_to_private_pages(uint64_t begin, uint64_t end, uint6
       continue;
     }
     const bool moved =
-        app_memory::read(copy, pages, length) && raw_mm::mprotect(copy, length, prot) == 0 &&
+        raw_mm::copy(copy, pages, length) && raw_mm::mprotect(copy, length, prot) == 0 &&
         raw_mm::move_onto(copy, length, pages);
     if (held) page_move::finish(moved ? -1 : prot);
     if (!moved) raw_mm::munmap(copy, length);
@@ -234,7 +234,7 @@ void SharedPages::copy_for_child() {
           raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, kPopulatedPrivate, -1, 0);
       if (copy == MAP_FAILED) continue;  // the child shares these pages
       const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
-      if (!app_memory::read(copy, reinterpret_cast<void*>(from), length) ||
+      if (!raw_mm::copy(copy, reinterpret_cast<void*>(from), length) ||
           raw_mm::mprotect(copy, length, prot) != 0) {
         raw_mm::munmap(copy, length);
         continue;
