@@ -198,50 +198,61 @@ void SharedPages::release(const SharedPagesRef& ref) {
   files_.erase(file);
 }
 
-void SharedPages::move_back_to_private_pages(uint64_t begin, uint64_t end, uint64_t inode) {
-  // Where the file is still mapped in its range: the program may have
-  // unmapped or replaced some of it since.
+namespace {
+
+// The parts of [begin, end) where the file `inode` is still mapped (the
+// program may have unmapped or replaced some of it since), each with the
+// protection the program gave it.
+struct StillMapped {
+  uint64_t from, length;
+  int prot;
+};
+std::vector<StillMapped> still_mapped(uint64_t begin, uint64_t end, uint64_t inode) {
+  std::vector<StillMapped> parts;
   for (const MappedRange& m : mappings_over(begin, end - begin)) {
     if (!of_a_shared_file(m) || m.inode != inode) continue;
-    const uint64_t from = std::max(m.begin, begin), length = std::min(m.end, end) - from;
-    void* copy =
-        raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, kPopulatedPrivate, -1, 0);
-    if (copy == MAP_FAILED) continue;  // stays shared
-    auto* pages = reinterpret_cast<void*>(from);
-    const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
+    const uint64_t from = std::max(m.begin, begin);
+    parts.push_back(StillMapped{from, std::min(m.end, end) - from,
+                                (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0)});
+  }
+  return parts;
+}
+
+// Private anonymous pages holding a copy of `part`, with its protection;
+// nullptr when they could not be made.
+void* private_copy(const StillMapped& part) {
+  void* copy =
+      raw_mm::mmap(nullptr, part.length, PROT_READ | PROT_WRITE, kPopulatedPrivate, -1, 0);
+  if (copy == MAP_FAILED) return nullptr;
+  if (raw_mm::copy(copy, reinterpret_cast<void*>(part.from), part.length) &&
+      raw_mm::mprotect(copy, part.length, part.prot) == 0)
+    return copy;
+  raw_mm::munmap(copy, part.length);
+  return nullptr;
+}
+
+}  // namespace
+
+void SharedPages::move_back_to_private_pages(uint64_t begin, uint64_t end, uint64_t inode) {
+  for (const StillMapped& part : still_mapped(begin, end, inode)) {
     // Writers wait only where they could write.
-    const bool held = m.writable && page_move::start(from, from + length);
-    if (m.writable && !held) {
-      raw_mm::munmap(copy, length);
-      continue;
-    }
+    const bool writable = part.prot & PROT_WRITE;
+    if (writable && !page_move::start(part.from, part.from + part.length)) continue;
+    void* copy = private_copy(part);
     const bool moved =
-        raw_mm::copy(copy, pages, length) && raw_mm::mprotect(copy, length, prot) == 0 &&
-        raw_mm::move_onto(copy, length, pages);
-    if (held) page_move::finish(moved ? -1 : prot);
-    if (!moved) raw_mm::munmap(copy, length);
+        copy && raw_mm::move_onto(copy, part.length, reinterpret_cast<void*>(part.from));
+    if (writable) page_move::finish(moved ? -1 : part.prot);
+    if (copy && !moved) raw_mm::munmap(copy, part.length);  // stays shared
   }
 }
 
 void SharedPages::copy_for_child() {
   fork_copies_.clear();
-  for (const auto& [inode, file] : files_) {
-    for (const MappedRange& m : mappings_over(file.begin, file.end - file.begin)) {
-      if (!of_a_shared_file(m) || m.inode != inode) continue;
-      const uint64_t from = std::max(m.begin, file.begin);
-      const uint64_t length = std::min(m.end, file.end) - from;
-      void* copy =
-          raw_mm::mmap(nullptr, length, PROT_READ | PROT_WRITE, kPopulatedPrivate, -1, 0);
-      if (copy == MAP_FAILED) continue;  // the child shares these pages
-      const int prot = (m.readable ? PROT_READ : 0) | (m.writable ? PROT_WRITE : 0);
-      if (!raw_mm::copy(copy, reinterpret_cast<void*>(from), length) ||
-          raw_mm::mprotect(copy, length, prot) != 0) {
-        raw_mm::munmap(copy, length);
-        continue;
-      }
-      fork_copies_.push_back(ForkCopy{from, length, copy, prot});
-    }
-  }
+  for (const auto& [inode, file] : files_)
+    for (const StillMapped& part : still_mapped(file.begin, file.end, inode))
+      // Without a copy the child shares these pages.
+      if (void* copy = private_copy(part))
+        fork_copies_.push_back(ForkCopy{part.from, part.length, copy});
 }
 
 void SharedPages::drop_child_copies() {

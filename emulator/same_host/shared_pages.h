@@ -85,7 +85,6 @@ class SharedPages {
   struct ForkCopy {
     uint64_t at, length;
     void* copy;
-    int prot;
   };
   std::optional<SharedPagesRef> move_onto_new_file(uint64_t begin, uint64_t end, uint64_t addr);
   void move_back_to_private_pages(uint64_t begin, uint64_t end, uint64_t inode);
