@@ -19,6 +19,7 @@ namespace softverbs::bench {
 
 enum class PeerTask : uint32_t {
   kSendEcho,      // answer every SEND with a SEND of the same size
+  kWriteImmEcho,  // answer every RDMA WRITE with immediate with one of the same size
   kWriteEcho,     // answer every RDMA WRITE with an RDMA WRITE of the same size
   kWriteSink,     // be written to until told to finish
   kCacheLineHop,  // answer every store to the shared cache line with a store

@@ -31,7 +31,10 @@ bool drain_sends(RcEndpoint& endpoint, int& outstanding, std::string& error) {
   return true;
 }
 
-bool send_echo(RcEndpoint& endpoint, const PeerRequest& request, std::string& error) {
+// SEND echo, or with `write_with_imm` the same with RDMA WRITEs with
+// immediate, which take the receives as SENDs do.
+bool send_echo(RcEndpoint& endpoint, const PeerRequest& request, bool write_with_imm,
+               std::string& error) {
   int outstanding = 0;
   for (uint64_t i = 0; i < request.iterations; ++i) {
     SpinDeadline deadline;
@@ -49,8 +52,10 @@ bool send_echo(RcEndpoint& endpoint, const PeerRequest& request, std::string& er
       return false;
     }
     // Re-arm before answering: the next SEND comes only after the answer.
-    if (!endpoint.post_recv(request.message_bytes) ||
-        !endpoint.post_send(request.message_bytes, /*signaled=*/true)) {
+    const bool answered =
+        write_with_imm ? endpoint.post_write(request.message_bytes, true, /*immediate=*/true)
+                       : endpoint.post_send(request.message_bytes, /*signaled=*/true);
+    if (!endpoint.post_recv(request.message_bytes) || !answered) {
       error = endpoint.last_error();
       return false;
     }
@@ -132,7 +137,7 @@ bool serve_rc_task(Channel& channel, const PeerRequest& request) {
   if (!channel.receive(remote, std::chrono::duration_cast<std::chrono::milliseconds>(kHangLimit)))
     return false;
   bool ok = endpoint->connect(remote, error);
-  if (ok && request.task == PeerTask::kSendEcho) {
+  if (ok && (request.task == PeerTask::kSendEcho || request.task == PeerTask::kWriteImmEcho)) {
     ok = endpoint->post_recv(request.message_bytes);
     if (!ok) error = endpoint->last_error();
   }
@@ -141,7 +146,8 @@ bool serve_rc_task(Channel& channel, const PeerRequest& request) {
 
   switch (request.task) {
     case PeerTask::kSendEcho:
-      ok = send_echo(*endpoint, request, error);
+    case PeerTask::kWriteImmEcho:
+      ok = send_echo(*endpoint, request, request.task == PeerTask::kWriteImmEcho, error);
       break;
     case PeerTask::kWriteEcho:
       ok = write_echo(*endpoint, request, error);
@@ -171,6 +177,7 @@ void serve_peer_requests(Channel& channel, SharedCacheLine& cache_line) {
     bool conversation_ok = true;
     switch (request.task) {
       case PeerTask::kSendEcho:
+      case PeerTask::kWriteImmEcho:
       case PeerTask::kWriteEcho:
       case PeerTask::kWriteSink:
         if (request.message_bytes == 0) {

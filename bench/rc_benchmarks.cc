@@ -49,10 +49,13 @@ void close_session(benchmark::State& state, RcSession& session, bool loop_ok,
   if (!session.finish(error)) state.SkipWithError(error.c_str());
 }
 
-void rc_send_pingpong(benchmark::State& state) {
+// SENDs, or with `write_with_imm` RDMA WRITEs with immediate, each answered
+// by one of the same that takes a receive here.
+void message_pingpong(benchmark::State& state, bool write_with_imm) {
   const auto bytes = static_cast<uint32_t>(state.range(0));
   std::string error;
-  auto session = RcSession::start(PeerTask::kSendEcho, bytes, state.max_iterations, error);
+  auto session = RcSession::start(write_with_imm ? PeerTask::kWriteImmEcho : PeerTask::kSendEcho,
+                                  bytes, state.max_iterations, error);
   if (!session) {
     state.SkipWithError(error.c_str());
     return;
@@ -66,7 +69,8 @@ void rc_send_pingpong(benchmark::State& state) {
   int outstanding = 0;
   const auto begin = Clock::now();
   for (auto _ : state) {
-    if (!endpoint.post_send(bytes, /*signaled=*/true)) {
+    if (!(write_with_imm ? endpoint.post_write(bytes, /*signaled=*/true, /*immediate=*/true)
+                         : endpoint.post_send(bytes, /*signaled=*/true))) {
       error = endpoint.last_error();
       ok = false;
       break;
@@ -93,6 +97,9 @@ void rc_send_pingpong(benchmark::State& state) {
   if (ok) report_one_way(state, elapsed);
   close_session(state, *session, ok, error);
 }
+
+void rc_send_pingpong(benchmark::State& state) { message_pingpong(state, false); }
+void rc_write_imm_pingpong(benchmark::State& state) { message_pingpong(state, true); }
 
 void rc_write_pingpong(benchmark::State& state) {
   const auto bytes = static_cast<uint32_t>(state.range(0));
@@ -188,6 +195,7 @@ void message_sizes(benchmark::internal::Benchmark* benchmark) {
 
 BENCHMARK(rc_send_pingpong)->Apply(message_sizes);
 BENCHMARK(rc_write_pingpong)->Apply(message_sizes);
+BENCHMARK(rc_write_imm_pingpong)->Apply(message_sizes);
 BENCHMARK(rc_write_bandwidth)->Apply(message_sizes);
 
 }  // namespace

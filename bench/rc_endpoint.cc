@@ -1,5 +1,6 @@
 #include "bench/rc_endpoint.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -198,12 +199,13 @@ bool RcEndpoint::post_send(uint32_t length, bool signaled) {
   return true;
 }
 
-bool RcEndpoint::post_write(uint32_t length, bool signaled) {
+bool RcEndpoint::post_write(uint32_t length, bool signaled, bool immediate) {
   ibv_sge sge{reinterpret_cast<uintptr_t>(send_region()), length, mr_->lkey};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = immediate ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.imm_data = htonl(length);
   wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
   wr.wr.rdma.remote_addr = remote_recv_region_;
   wr.wr.rdma.rkey = remote_rkey_;

@@ -47,8 +47,9 @@ class RcEndpoint {
   // SEND of the first `length` bytes of the send region.
   bool post_send(uint32_t length, bool signaled);
   // RDMA WRITE of the first `length` bytes of the send region to the start
-  // of the remote receive region.
-  bool post_write(uint32_t length, bool signaled);
+  // of the remote receive region; with `immediate`, an RDMA WRITE with
+  // immediate, which takes a receive of the peer's as a SEND does.
+  bool post_write(uint32_t length, bool signaled, bool immediate = false);
   // A receive into the receive region.
   bool post_recv(uint32_t length);
 

@@ -133,7 +133,7 @@ for size in $SIZES; do
     65536 | 1048576) PLAN+=("private_ib_write_bw:$size") ;;
   esac
 done
-PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 hop futex)
+PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 private_ib_atomic_lat:8 private_ib_atomic_bw:8 hop futex)
 for t in $THREAD_COUNTS; do PLAN+=("threads:$t"); done
 for t in $THREAD_COUNTS; do PLAN+=("threads_send:$t"); done
 PLAN+=(qps:2 "qps:$QP_COUNT" 'gbench:^hot_')

@@ -6,7 +6,11 @@
 // so an atomic whose acknowledgement is lost still takes effect once.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "conformance/peer_pair.h"
@@ -182,6 +186,95 @@ TEST(Atomics, FetchAddsUnderAcknowledgeLossEachExecuteExactlyOnceInOrder) {
     EXPECT_EQ(kInitial + kAtomics, remote_word(remote, 0));
     EXPECT_LT(0u, received_frames_dropped() - dropped_before)
         << "no acknowledge was dropped, so this tested no replay";
+  });
+}
+
+// Atomics one at a time, then a SEND: on an HCA the peer's CPU takes no
+// part, and its responder expects the SEND's PSN after the atomics'.
+// softverbs executes an atomic from the initiator where the peer's word is
+// mapped here (its MR pages shared: the default between processes of one
+// host), and its counters say so.
+TEST(Atomics, AtomicsOneAtATimeThenASendKeepThePeersResponderInSequence) {
+  if (!device_has_atomics()) GTEST_SKIP() << "the device reports atomic_cap NONE";
+  constexpr uint64_t kRounds = 50;
+  with_connected_pair(atomic_options(), [&](Endpoint& local, RemoteEndpoint& remote,
+                                            const EndpointInfo& info) {
+    ASSERT_EQ(0, remote.write_word(0, 7)) << remote.why();
+    for (uint64_t i = 0; i < kRounds; ++i) {
+      ASSERT_EQ(7 + 3 * i, run_atomic(local, fetch_add(2 * i + 1, 0, 3, 0), IBV_WC_FETCH_ADD));
+      const uint64_t now = 7 + 3 * (i + 1);
+      ASSERT_EQ(now, run_atomic(local, compare_swap(2 * i + 2, 0, now + 1, 0, 8),
+                                IBV_WC_COMP_SWAP))
+          << "an unequal compare";
+    }
+    EXPECT_EQ(7 + 3 * kRounds, remote_word(remote, 0));
+
+    ASSERT_EQ(0, remote.post_recv(RecvSpec{9, 4096, 64})) << remote.why();
+    SendSpec send;
+    send.wr_id = 1000;
+    send.length = 64;
+    ASSERT_EQ(0, local.post_send(send));
+    std::vector<ibv_wc> received;
+    ASSERT_EQ(0, remote.poll(Queue::kRecv, 1, received)) << remote.why();
+    expect_completion(received[0], 9, IBV_WC_SUCCESS, "the SEND at the peer");
+    std::vector<ibv_wc> done;
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+    expect_completion(done[0], 1000, IBV_WC_SUCCESS, "the SEND");
+
+    if (!soft_control_available() || peer_is_remote()) return;
+    const char* sharing = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
+    const bool shared = !(sharing && std::string_view(sharing) == "0");
+    std::string stats;
+    ASSERT_EQ(0, soft_control("stats", stats));
+    EXPECT_EQ(shared ? 2 * kRounds : 0,
+              qp_counter(stats, local.qp()->qp_num, "direct_operations").value_or(1))
+        << stats;
+    std::string remote_stats;
+    ASSERT_EQ(0, remote.control("stats", remote_stats)) << remote.why();
+    EXPECT_EQ(0u, qp_counter(remote_stats, info.qp.qpn, "sequence_naks_sent").value_or(1))
+        << remote_stats;
+  });
+}
+
+// The peer's own CPU adds to the word with atomic instructions while this
+// side's FETCH_AND_ADDs change it too: no add of either is lost, and this
+// side's adds see each other in order. IBV_ATOMIC_HCA promises atomicity
+// only among the adapter's atomics; softverbs' are the processor's
+// instructions on the word itself, whichever way they travel, so it
+// promises this too (as IBV_ATOMIC_GLOB would).
+TEST(Atomics, FetchAddsAreAtomicAgainstThePeersOwnCpu) {
+  if (!device_has_atomics()) GTEST_SKIP() << "the device reports atomic_cap NONE";
+  Errno err = 0;
+  ContextPtr context = open_test_device(err);
+  ibv_device_attr attr{};
+  ASSERT_TRUE(context && ibv_query_device(context.get(), &attr) == 0) << err;
+  if (attr.atomic_cap != IBV_ATOMIC_GLOB && !soft_control_available())
+    GTEST_SKIP() << "atomic_cap is IBV_ATOMIC_HCA: atomic only among the adapter's atomics";
+  constexpr uint64_t kCpuAdds = 5'000'000;  // below 2^32: the word's low half
+  constexpr uint64_t kMinimumAdds = 200;
+  with_connected_pair(atomic_options(), [&](Endpoint& local, RemoteEndpoint& remote,
+                                            const EndpointInfo&) {
+    ASSERT_EQ(0, remote.write_word(0, 0)) << remote.why();
+    std::atomic<bool> cpu_done{false};
+    Errno cpu_err = 0;
+    std::thread cpu([&] {
+      cpu_err = remote.add_to_word(0, kCpuAdds);
+      cpu_done = true;
+    });
+    uint64_t adds = 0;
+    bool ordered = true;
+    while (!cpu_done || adds < kMinimumAdds) {
+      const uint64_t original =
+          run_atomic(local, fetch_add(adds + 1, 0, 1ull << 32, 0), IBV_WC_FETCH_ADD);
+      ordered = ordered && (original >> 32) == adds;
+      ++adds;
+      if (::testing::Test::HasFatalFailure() || ::testing::Test::HasFailure()) break;
+    }
+    cpu.join();
+    ASSERT_EQ(0, cpu_err) << remote.why();
+    EXPECT_TRUE(ordered) << "a FETCH_AND_ADD saw another count of the earlier ones";
+    EXPECT_EQ((adds << 32) + kCpuAdds, remote_word(remote, 0))
+        << adds << " FETCH_AND_ADDs beside " << kCpuAdds << " adds of the peer's CPU";
   });
 }
 

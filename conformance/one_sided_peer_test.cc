@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <arpa/inet.h>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -152,6 +154,76 @@ TEST(OneSidedPeer, WithSharedMrPagesTheInitiatorMapsThePeersPages) {
     ASSERT_TRUE(peer_file) << "the peer's MR pages are not a shared file";
     EXPECT_TRUE(shared_mr_file("/proc/self/maps", 0, *peer_file))
         << "this process does not map the peer's file " << *peer_file;
+  });
+}
+
+bool mr_pages_shared() {
+  const char* sharing = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
+  return !(sharing && std::string_view(sharing) == "0");
+}
+
+// RDMA WRITE with immediate (ibv_post_send(3)): the bytes land in the
+// peer's MR, a receive WQE of the peer is consumed and completes with
+// IBV_WC_RECV_RDMA_WITH_IMM, the immediate and the message's length; with
+// no receive WQE posted the responder answers RNR and the WRITE completes
+// once one is, its bytes landing once. Between processes of one host whose
+// MR pages are shared softverbs places the bytes from the initiator and
+// sends one frame without payload for the rest (`payloads_placed`).
+TEST(OneSidedPeer, WriteWithImmediateLandsConsumesAReceiveAndWaitsForOneWhenNoneIsPosted) {
+  RcParameters params;
+  params.rnr_retry = 7;
+  params.min_rnr_timer = 14;  // 1.28 ms
+  with_connected_pair(symmetric_options(params), [&](Endpoint& local, RemoteEndpoint& remote,
+                                                     const EndpointInfo&) {
+    const std::optional<uint64_t> placed_before =
+        soft_control_available() ? local_qp_counter(local.qp()->qp_num, "payloads_placed")
+                                 : std::nullopt;
+    local.fill(0, kLength, 61);
+    ASSERT_EQ(0, remote.post_recv(RecvSpec{5, 0, 16})) << remote.why();
+    SendSpec write = one_sided(IBV_WR_RDMA_WRITE_WITH_IMM, 1, 0, kLength);
+    write.imm_data = htonl(0x1234abcd);
+    ASSERT_EQ(0, local.post_send(write));
+    std::vector<ibv_wc> received;
+    ASSERT_EQ(0, remote.poll(Queue::kRecv, 1, received)) << remote.why();
+    expect_completion(received[0], 5, IBV_WC_SUCCESS, "the receive of the WRITE with immediate");
+    EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, received[0].opcode);
+    EXPECT_EQ(kLength, received[0].byte_len);
+    EXPECT_TRUE(received[0].wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(htonl(0x1234abcd), received[0].imm_data);
+    std::vector<ibv_wc> done;
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+    expect_completion(done[0], 1, IBV_WC_SUCCESS, "the WRITE with immediate");
+    std::optional<ByteMismatch> mismatch;
+    ASSERT_EQ(0, remote.check(kLength, kLength, 61, mismatch)) << remote.why();
+    EXPECT_FALSE(mismatch) << "the bytes at the peer";
+
+    // None posted: RNR, and the WRITE completes once a receive is.
+    local.fill(kLength, 64, 62);
+    SendSpec small = one_sided(IBV_WR_RDMA_WRITE_WITH_IMM, 2, kLength, 3 * kLength);
+    small.length = 64;
+    small.imm_data = htonl(7);
+    ASSERT_EQ(0, local.post_send(small));
+    EXPECT_EQ(ETIMEDOUT, local.poll(Queue::kSend, 1, done, std::chrono::milliseconds(100)))
+        << "completed with no receive posted";
+    ASSERT_EQ(0, remote.post_recv(RecvSpec{6, 0, 16})) << remote.why();
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+    expect_completion(done.back(), 2, IBV_WC_SUCCESS, "the WRITE with immediate after RNR");
+    received.clear();
+    ASSERT_EQ(0, remote.poll(Queue::kRecv, 1, received)) << remote.why();
+    expect_completion(received[0], 6, IBV_WC_SUCCESS, "the late receive");
+    EXPECT_EQ(htonl(7), received[0].imm_data);
+    EXPECT_EQ(64u, received[0].byte_len);
+    ASSERT_EQ(0, remote.check(3 * kLength, 64, 62, mismatch)) << remote.why();
+    EXPECT_FALSE(mismatch) << "the bytes at the peer after RNR";
+    received.clear();
+    EXPECT_EQ(ETIMEDOUT, remote.poll(Queue::kRecv, 1, received, std::chrono::milliseconds(20)))
+        << "a second receive completion";
+
+    if (!placed_before || peer_is_remote()) return;
+    EXPECT_EQ(*placed_before + (mr_pages_shared() ? 2 : 0),
+              local_qp_counter(local.qp()->qp_num, "payloads_placed").value_or(0));
+    EXPECT_LE(1u, local_qp_counter(local.qp()->qp_num, "rnr_naks_received").value_or(0))
+        << "the second WRITE was never refused, so this did not test RNR";
   });
 }
 

@@ -164,6 +164,7 @@ bool QpImpl::place_remote(uint32_t rkey, uint64_t va, const Payload& in, int& pu
   pull_error = 0;
   return access_remote(rkey, va, in.size(), kAccessRemoteWrite, [&](uint8_t* dst) {
     if (!in.run) return app_memory::write(dst, in.bytes.data(), in.bytes.size());
+    if (in.run->placed) return true;  // its sender put the bytes here already
     const RunPiece into{reinterpret_cast<uint64_t>(dst), in.run->bytes};
     pull_error = pull_run(*in.run, std::span(&into, 1));
     if (pull_error == EFAULT && !writable(std::span(&into, 1))) {

@@ -64,21 +64,21 @@ bool copy_here(const DirectOperation& op, uint64_t remote) {
   for (const RunPiece& p : op.local) {
     auto* here = reinterpret_cast<void*>(p.addr);
     auto* there = reinterpret_cast<void*>(remote);
-    if (!(op.read ? app_memory::copy(here, there, p.length)
-                  : app_memory::copy(there, here, p.length)))
+    if (!(op.reads_target() ? app_memory::copy(here, there, p.length)
+                            : app_memory::copy(there, here, p.length)))
       return false;
     remote += p.length;
   }
   return true;
 }
 
-// Through the target's shared pages mapped here: a copy per local piece.
+// Through the target's shared pages mapped here (`offset` checked): a
+// copy per local piece.
 bool copy_through(const PeerMapping& pages, const DirectOperation& op, uint64_t offset) {
-  if (offset > pages.size || op.length > pages.size - offset) return false;
   uint8_t* there = pages.base + offset;
   for (const RunPiece& p : op.local) {
     auto* here = reinterpret_cast<void*>(p.addr);
-    if (!(op.read ? app_memory::copy(here, there, p.length)
+    if (!(op.reads_target() ? app_memory::copy(here, there, p.length)
                   : app_memory::copy(there, here, p.length)))
       return false;
     there += p.length;
@@ -98,10 +98,25 @@ bool move_by_system_call(uint32_t pid, const DirectOperation& op, uint64_t remot
   }
   iovec far{reinterpret_cast<void*>(remote), static_cast<size_t>(op.length)};
   const ssize_t moved =
-      op.read ? process_vm_readv(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0)
-              : process_vm_writev(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0);
+      op.reads_target() ? process_vm_readv(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0)
+                        : process_vm_writev(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0);
   refused = moved < 0 && (errno == EPERM || errno == ENOSYS);
   return moved >= 0 && static_cast<uint64_t>(moved) == op.length;
+}
+
+// The atomic `op` on the word at `address`, mapped here, with the
+// processor's atomic instructions: the target's responder and its own CPU
+// reach the same physical word, so the atomic holds against them too.
+bool operate_on_word(uint8_t* address, const DirectOperation& op) {
+  if (reinterpret_cast<uintptr_t>(address) % sizeof(uint64_t)) return false;
+  auto* word = reinterpret_cast<uint64_t*>(address);
+  switch (op.kind) {
+    case DirectKind::kCompareSwap:
+      return app_memory::compare_swap(word, op.compare_add, op.swap, *op.original);
+    case DirectKind::kFetchAdd: return app_memory::fetch_add(word, op.compare_add, *op.original);
+    case DirectKind::kAtomicWrite: return app_memory::store(word, op.compare_add);
+    default: return false;
+  }
 }
 
 // Whether the target lives, by its liveness page: its shared pages outlive
@@ -115,23 +130,45 @@ bool owner_alive(TargetTableHeader& header, uint32_t pid) {
   return page && holder_alive(page->base);
 }
 
-// Moves the bytes of `op` into or out of the MR `mr` (checked) of `pid`.
+// The right the QP and the MR must grant, as the responder asks it (an
+// ATOMIC WRITE is placed with a WRITE's rights).
+uint32_t access_needed(DirectKind kind) {
+  switch (kind) {
+    case DirectKind::kRead: return kAccessRemoteRead;
+    case DirectKind::kCompareSwap:
+    case DirectKind::kFetchAdd: return kAccessRemoteAtomic;
+    default: return kAccessRemoteWrite;
+  }
+}
+
+DirectResult executed_if(bool done) {
+  return done ? DirectResult::kExecuted : DirectResult::kNotHere;
+}
+
+// Moves the bytes of `op` into or out of the MR `mr` (checked) of `pid`,
+// or runs its atomic there.
 DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOperation& op,
                         const TargetMrEntry& mr) {
   const uint64_t within = op.va - mr.iova;
-  if (op.same_process)
-    return copy_here(op, mr.host_address + within) ? DirectResult::kExecuted
-                                                   : DirectResult::kNotHere;
+  if (op.same_process) {
+    if (op.is_atomic())
+      return executed_if(operate_on_word(reinterpret_cast<uint8_t*>(mr.host_address + within), op));
+    return executed_if(copy_here(op, mr.host_address + within));
+  }
   if (mr.pages_inode != 0 && mr.pages_offset <= UINT64_MAX - within &&
       owner_alive(table.header, pid)) {
-    const std::shared_ptr<const PeerMapping> pages =
-        PeerPages::process().find(pid, mr.pages_fd, mr.pages_inode,
-                                  op.read ? PeerFile::kMrPagesReadOnly : PeerFile::kMrPages);
-    if (pages)
-      return copy_through(*pages, op, mr.pages_offset + within) ? DirectResult::kExecuted
-                                                                 : DirectResult::kNotHere;
+    const std::shared_ptr<const PeerMapping> pages = PeerPages::process().find(
+        pid, mr.pages_fd, mr.pages_inode,
+        op.reads_target() ? PeerFile::kMrPagesReadOnly : PeerFile::kMrPages);
+    if (pages) {
+      const uint64_t offset = mr.pages_offset + within;
+      if (offset > pages->size || op.length > pages->size - offset) return DirectResult::kNotHere;
+      if (op.is_atomic()) return executed_if(operate_on_word(pages->base + offset, op));
+      return executed_if(copy_through(*pages, op, offset));
+    }
   }
-  if (op.only_without_system_call) return DirectResult::kNeedsSystemCall;
+  // No system call is atomic against the target's CPU.
+  if (op.only_without_system_call || op.is_atomic()) return DirectResult::kNeedsSystemCall;
   bool refused = false;
   if (move_by_system_call(pid, op, mr.host_address + within, refused))
     return DirectResult::kExecuted;
@@ -145,7 +182,10 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
   auto& table = *reinterpret_cast<TargetTableLayout*>(area.data());
   const uint32_t pid = target_pid(table);
   if (pid == 0) return DirectResult::kNotHere;
-  const uint32_t access = op.read ? kAccessRemoteRead : kAccessRemoteWrite;
+  const uint32_t access = access_needed(op.kind);
+  // IBTA 9.4.5: an atomic addresses an aligned 64-bit word.
+  if (op.is_atomic() && (op.va % sizeof(uint64_t) || op.length != sizeof(uint64_t)))
+    return DirectResult::kNotHere;
   const uint64_t seed = shared_field(table.header.seed).load(std::memory_order_relaxed);
 
   TargetQpEntry qp_seen;
@@ -169,6 +209,7 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
     const DirectResult moved = move_bytes(table, pid, op, mr_seen);
     if (moved != DirectResult::kExecuted) return moved;
   }
+  if (op.place_only) return DirectResult::kExecuted;
   // Written from the snapshot and sealed over it: anything scribbled since
   // leaves the entry unusable rather than sealed.
   qp_seen.expected_psn = packet::psn_add(op.psn, op.packets);

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "emulator/same_host/shared_pages.h"
 #include "emulator/same_host/target_table.h"
@@ -69,6 +71,128 @@ TEST_F(DirectTransport, WriteAndReadCompleteAtOnceWithNoPacketAndTheNextSendFoll
   EXPECT_EQ(got.wr_id, 3u);
   EXPECT_EQ(got.status, WcStatus::kSuccess);
   EXPECT_EQ(b.qp->counters().sequence_naks_sent, 0u);
+}
+
+SendRequest atomic(WrOpcode opcode, uint64_t wr_id, Sge& result, uint64_t remote_addr,
+                   uint32_t rkey, uint64_t compare_add, uint64_t swap = 0) {
+  SendRequest wr;
+  wr.wr_id = wr_id;
+  wr.opcode = opcode;
+  wr.flags = kWrSignaled;
+  wr.sges = {&result, 1};
+  wr.remote_addr = remote_addr;
+  wr.rkey = rkey;
+  wr.compare_add = compare_add;
+  wr.swap = swap;
+  return wr;
+}
+
+uint64_t word_at(const std::vector<uint8_t>& buffer, size_t offset) {
+  uint64_t w = 0;
+  std::memcpy(&w, buffer.data() + offset, sizeof w);
+  return w;
+}
+
+// Atomics with nothing outstanding on a word mapped here (a target in this
+// process) run on it at once, as the processor's atomic instructions: each
+// answers with the word's former value, no packet is sent, and the
+// responder expects the SEND after them.
+TEST_F(DirectTransport, AtomicsWithNothingOutstandingCompleteAtOnceWithTheFormerValue) {
+  wire_->direct_as_same_process(true);
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 100, 200);
+  const uint64_t word = reinterpret_cast<uint64_t>(b.buffer.data()) + 64;
+  const uint64_t initial = 0x1000;
+  std::memcpy(b.buffer.data() + 64, &initial, sizeof initial);
+  Sge r1 = sge(a, 0, 8), r2 = sge(a, 8, 8);
+  ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, 1, r1, word, b.mr->rkey(), 0x22)), 0);
+  ASSERT_EQ(a.qp->post_send(
+                atomic(WrOpcode::kAtomicCmpSwp, 2, r2, word, b.mr->rkey(), 0x1022, 0xdead)),
+            0);
+  SendRequest put;
+  put.wr_id = 3;
+  put.opcode = WrOpcode::kAtomicWrite;
+  put.flags = kWrSignaled;
+  put.remote_addr = word + 8;
+  put.rkey = b.mr->rkey();
+  put.atomic_write_data = 0x77;
+  ASSERT_EQ(a.qp->post_send(put), 0);
+  EXPECT_TRUE(sent_.empty());
+  Completion c[3];
+  ASSERT_EQ(a.send_cq->poll(std::span<Completion>(c, 3)), 3u);
+  const WcOpcode opcodes[] = {WcOpcode::kFetchAdd, WcOpcode::kCompSwap, WcOpcode::kAtomicWrite};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(c[i].wr_id, i + 1u);
+    EXPECT_EQ(c[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(c[i].opcode, opcodes[i]);
+  }
+  EXPECT_EQ(word_at(a.buffer, 0), 0x1000u);
+  EXPECT_EQ(word_at(a.buffer, 8), 0x1022u);
+  EXPECT_EQ(word_at(b.buffer, 64), 0xdeadu);
+  EXPECT_EQ(word_at(b.buffer, 72), 0x77u);
+  EXPECT_EQ(a.qp->counters().direct_operations, 3u);
+  EXPECT_EQ(b.qp->counters().executed_by_initiators, 3u);
+
+  Sge r = sge(b, 1024, 64);
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  Sge s = sge(a, 512, 64);
+  ASSERT_EQ(a.qp->post_send(send_of(4, s)), 0);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].psn, 103u);
+  Completion got;
+  ASSERT_TRUE(poll_one(*b.recv_cq, got));
+  EXPECT_EQ(got.status, WcStatus::kSuccess);
+  EXPECT_EQ(b.qp->counters().sequence_naks_sent, 0u);
+}
+
+// What the responder refuses an atomic for goes as packets and gets its
+// NAK: a word that is not aligned (IBTA 9.4.5), a result buffer that is
+// not 8 bytes (LOC_LEN_ERR before anything is sent).
+TEST_F(DirectTransport, AnAtomicTheResponderWouldRefuseTravelsAsPackets) {
+  wire_->direct_as_same_process(true);
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  Sge result = sge(a, 0, 8);
+  const uint64_t unaligned = reinterpret_cast<uint64_t>(b.buffer.data()) + 68;
+  ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, 1, result, unaligned,
+                                   b.mr->rkey(), 1)),
+            0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  EXPECT_EQ(count_opcode(Opcode::kRcFetchAdd), 1u);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemInvReqErr);
+
+  Endpoint d = make_endpoint(4096), e = make_endpoint(4096);
+  connect(d, e, 0, 0);
+  Sge short_result = sge(d, 0, 4);
+  const uint64_t before = word_at(e.buffer, 0);
+  ASSERT_EQ(d.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, 2, short_result,
+                                   reinterpret_cast<uint64_t>(e.buffer.data()), e.mr->rkey(), 1)),
+            0);
+  ASSERT_TRUE(poll_one(*d.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kLocLenErr);
+  EXPECT_EQ(d.qp->counters().direct_operations, 0u);
+  EXPECT_EQ(word_at(e.buffer, 0), before) << "an atomic refused before it was sent ran";
+}
+
+// A word of another process reached only by system call (its MR pages
+// not shared): no system call is atomic against that process's CPU, so the
+// atomic travels as packets and its responder runs it.
+TEST_F(DirectTransport, AnAtomicOnPagesOnlyASystemCallReachesTravelsAsPackets) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::memset(b.buffer.data(), 0, 8);
+  Sge result = sge(a, 0, 8);
+  ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, 1, result,
+                                   reinterpret_cast<uint64_t>(b.buffer.data()), b.mr->rkey(), 5)),
+            0);
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u);
+  EXPECT_EQ(count_opcode(Opcode::kRcFetchAdd), 1u);
+  Completion c;
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(word_at(b.buffer, 0), 5u);
 }
 
 TEST_F(DirectTransport, WhatTheResponderWouldRefuseTravelsAsPacketsAndGetsItsNak) {
@@ -393,6 +517,44 @@ TEST_F(DirectIntoSharedPages, AfterDeregistrationTheSharedPagesAreNoLongerReache
   EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
   EXPECT_EQ(a.qp->counters().direct_operations, 1u);
   EXPECT_TRUE(std::all_of(pages_, pages_ + kBytes, [](uint8_t v) { return v == 77; }));
+}
+
+// The target's own CPU adds to a word of its shared pages, through its
+// own mapping, while FETCH_AND_ADDs executed by the initiator add to it
+// through another: both are the processor's atomic instructions on one
+// physical word, so no add is lost.
+TEST_F(DirectIntoSharedPages, AtomicsAreAtomicAgainstTheTargetsOwnCpu) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::unique_ptr<Mr> mr;
+  Errno err;
+  mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
+                         kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteAtomic, err);
+  ASSERT_TRUE(mr) << err;
+  ASSERT_TRUE(mr->shared_pages());
+  auto* word = reinterpret_cast<uint64_t*>(pages_ + 128);
+  __atomic_store_n(word, 0, __ATOMIC_SEQ_CST);
+  constexpr uint64_t kCpuAdds = 2'000'000, kAdds = 20'000;
+  std::atomic<bool> go{false};
+  std::thread cpu([&] {
+    while (!go) {
+    }
+    for (uint64_t i = 0; i < kCpuAdds; ++i) __atomic_fetch_add(word, 1, __ATOMIC_SEQ_CST);
+  });
+  go = true;
+  Sge result = sge(a, 0, 8);
+  for (uint64_t i = 0; i < kAdds; ++i) {
+    ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, i, result,
+                                     reinterpret_cast<uint64_t>(word), mr->rkey(), 1ull << 32)),
+              0);
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    ASSERT_EQ(c.status, WcStatus::kSuccess);
+    ASSERT_EQ(word_at(a.buffer, 0) >> 32, i);
+  }
+  cpu.join();
+  EXPECT_EQ(__atomic_load_n(word, __ATOMIC_SEQ_CST), (kAdds << 32) + kCpuAdds);
+  EXPECT_EQ(a.qp->counters().direct_operations, kAdds);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ namespace softverbs {
 // What a peer's file is, as its memfd name says.
 // The pages of a file are mapped with the rights the operation needs: an
 // RDMA READ only ever through a read-only mapping, so a peer maps MR pages
-// writable only once an MR over them granted it a WRITE.
+// writable only once an MR over them granted it a WRITE or an atomic.
 enum class PeerFile : uint8_t {
   kMrPages,          // shared MR pages, mapped for reading and writing
   kMrPagesReadOnly,  // the same pages, mapped read-only

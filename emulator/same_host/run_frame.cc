@@ -52,7 +52,8 @@ bool ends_fit(const RunFrame& run) {
 }  // namespace
 
 size_t encode_run(const RunFrame& run, std::span<uint8_t> out) {
-  if (run.piece_count > run.pieces.size() || out.size() < kFixedBytes) return 0;
+  const uint32_t piece_count = run.placed ? 0 : run.piece_count;
+  if (piece_count > run.pieces.size() || out.size() < kFixedBytes) return 0;
   uint8_t* const base = out.data();
   std::span<uint8_t> rest = out.subspan(kFixedBytes);
   const size_t first_bytes = packet::encode_ib(run.first, {}, rest);
@@ -61,18 +62,18 @@ size_t encode_run(const RunFrame& run, std::span<uint8_t> out) {
   const size_t last_bytes = packet::encode_ib(run.last, {}, rest);
   if (last_bytes == 0) return 0;
   rest = rest.subspan(last_bytes);
-  const size_t pieces_bytes = run.piece_count * kPieceBytes;
+  const size_t pieces_bytes = piece_count * kPieceBytes;
   if (rest.size() < pieces_bytes + kCrcBytes) return 0;
   base[0] = kRunFrameMarker;
   base[1] = kRunFrameVersion;
-  put<uint16_t>(base + 2, static_cast<uint16_t>(run.piece_count));
+  put<uint16_t>(base + 2, static_cast<uint16_t>(piece_count));
   put<uint32_t>(base + 4, run.sender_pid);
   put<uint32_t>(base + 8, run.packets);
   put<uint16_t>(base + 12, static_cast<uint16_t>(first_bytes));
   put<uint16_t>(base + 14, static_cast<uint16_t>(last_bytes));
   put<uint64_t>(base + 16, run.bytes);
   uint8_t* p = rest.data();
-  for (uint32_t i = 0; i < run.piece_count; ++i, p += kPieceBytes) {
+  for (uint32_t i = 0; i < piece_count; ++i, p += kPieceBytes) {
     put<uint64_t>(p, run.pieces[i].addr);
     put<uint64_t>(p + 8, run.pieces[i].length);
   }
@@ -93,7 +94,8 @@ bool decode_run(std::span<const uint8_t> in, RunFrame& out) {
   const size_t first_bytes = get<uint16_t>(base + 12);
   const size_t last_bytes = get<uint16_t>(base + 14);
   out.bytes = get<uint64_t>(base + 16);
-  if (out.piece_count == 0 || out.piece_count > out.pieces.size()) return false;
+  if (out.piece_count > out.pieces.size()) return false;
+  out.placed = out.piece_count == 0;
   if (out.packets == 0 || out.packets > packet::kPsnMask / 2) return false;
   if (kFixedBytes + first_bytes + last_bytes + out.piece_count * kPieceBytes != covered)
     return false;
@@ -106,6 +108,11 @@ bool decode_run(std::span<const uint8_t> in, RunFrame& out) {
   out.first = first.headers;
   out.last = last.headers;
   if (!ends_fit(out)) return false;
+  // Only a WRITE's bytes can be placed by the sender: a SEND's receive
+  // buffers are the receiver's to choose.
+  if (out.placed)
+    return packet::opcode_info(static_cast<uint8_t>(out.first.bth.opcode)).operation ==
+           packet::Operation::kWrite;
   const uint8_t* p = base + kFixedBytes + first_bytes + last_bytes;
   uint64_t total = 0;
   for (uint32_t i = 0; i < out.piece_count; ++i, p += kPieceBytes) {

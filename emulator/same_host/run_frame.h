@@ -15,7 +15,9 @@
 // Layout (host byte order; a private format of the shared-memory wire):
 //   0  marker 0xff (an LRH with LVer 15: no IB decoder takes it for a packet)
 //   1  version
-//   2  piece count (u16)
+//   2  piece count (u16); 0: the payload is in its place already (a WRITE
+//      whose bytes the sender placed itself: direct_execution.h), nothing
+//      to pull
 //   4  sender pid (u32)
 //   8  packets (u32)
 //   12 first frame bytes (u16), 14 last frame bytes (u16)
@@ -50,6 +52,11 @@ struct RunFrame {
   packet::Headers last;
   std::array<RunPiece, kMaxSge> pieces{};
   uint32_t piece_count = 0;
+  // The sender placed the bytes of this WRITE in the target's MR before
+  // sending the run (after the checks a direct WRITE makes): the
+  // responder makes its checks and takes the run's PSNs, receive WQE and
+  // completion as for any run, and copies nothing. No pieces.
+  bool placed = false;
 };
 
 // The payload of a request: the bytes of one packet at hand, or a run whose
@@ -70,7 +77,7 @@ size_t encode_run(const RunFrame& run, std::span<uint8_t> out);
 // Parses and checks a run frame: its CRC, both embedded packets (ICRC
 // included), that they belong together (one destination QP, PSNs `packets`
 // apart, first and last positions that fit), and that the pieces add up to
-// `bytes`. Never reads outside `in`. false on anything malformed.
+// `bytes` (or that a run without pieces is a WRITE's). Never reads outside `in`. false on anything malformed.
 bool decode_run(std::span<const uint8_t> in, RunFrame& out);
 
 // Copies the run's payload from the sender's memory into `local` (iovec-like

@@ -124,9 +124,31 @@ TEST(RunFrame, InconsistentRunsAreRefused) {
   RunFrame mixed = sample_run();
   mixed.last.bth.opcode = Opcode::kRcSendLast;
   EXPECT_TRUE(refused(mixed));
-  RunFrame no_pieces = sample_run();
-  no_pieces.piece_count = 0;
-  EXPECT_TRUE(refused(no_pieces));
+  // A SEND's bytes cannot have been placed: its buffers are the receiver's.
+  RunFrame placed_send = sample_run();
+  placed_send.first.bth.opcode = Opcode::kRcSendFirst;
+  placed_send.last.bth.opcode = Opcode::kRcSendLast;
+  placed_send.placed = true;
+  EXPECT_TRUE(refused(placed_send));
+}
+
+// A WRITE whose bytes its sender placed: no pieces, and the receiver
+// learns it has nothing to pull.
+TEST(RunFrame, APlacedWriteHasNoPiecesAndSaysSo) {
+  RunFrame run = sample_run();
+  run.placed = true;
+  std::vector<uint8_t> frame = encoded(run);
+  ASSERT_FALSE(frame.empty());
+  EXPECT_LT(frame.size(), encoded(sample_run()).size());
+  RunFrame out;
+  ASSERT_TRUE(decode_run(frame, out));
+  EXPECT_TRUE(out.placed);
+  EXPECT_EQ(out.piece_count, 0u);
+  EXPECT_EQ(out.bytes, run.bytes);
+  EXPECT_EQ(out.last.bth.opcode, Opcode::kRcWriteLastImm);
+  RunFrame pulled;
+  ASSERT_TRUE(decode_run(encoded(sample_run()), pulled));
+  EXPECT_FALSE(pulled.placed);
 }
 
 TEST(RunFrame, PieceLengthsThatOverflowAreRefused) {

@@ -39,6 +39,21 @@ constexpr uint32_t kDirectProbeMost = 4096;
 // payload pulled by the receiver with one copy) where the wire allows.
 constexpr uint64_t kRunMinBytes = 16 * 1024;
 
+bool is_atomic_opcode(WrOpcode op) {
+  return op == WrOpcode::kAtomicCmpSwp || op == WrOpcode::kAtomicFetchAdd ||
+         op == WrOpcode::kAtomicWrite;
+}
+
+DirectKind direct_kind(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kRdmaRead: return DirectKind::kRead;
+    case WrOpcode::kAtomicCmpSwp: return DirectKind::kCompareSwap;
+    case WrOpcode::kAtomicFetchAdd: return DirectKind::kFetchAdd;
+    case WrOpcode::kAtomicWrite: return DirectKind::kAtomicWrite;
+    default: return DirectKind::kWrite;
+  }
+}
+
 }  // namespace
 
 void SameHostRoute::reset() {
@@ -48,9 +63,13 @@ void SameHostRoute::reset() {
 
 SameHostRoute::Travel SameHostRoute::choose(const SendWqe& w, bool quiet) {
   if (!direct_fits(w)) return Travel::kPackets;
-  // A short one in a stream only if the copy is a memcpy.
+  // A short one in a stream only if the copy is a memcpy; an atomic only
+  // on a word mapped here; the bytes of a WRITE with immediate only where
+  // they are a memcpy (its target is woken for the completion anyway, and
+  // a long one's run costs that target the same system call).
   direct_without_call_only_ =
-      w.length < kDirectAlwaysBytes && streaming() && !target_in_this_process();
+      is_atomic_opcode(w.opcode) || w.opcode == WrOpcode::kRdmaWriteWithImm ||
+      (w.length < kDirectAlwaysBytes && streaming() && !target_in_this_process());
   if (direct_without_call_only_ && w.rkey == rkey_needing_call_) return Travel::kPackets;
   // Only with nothing outstanding: then the responder has taken every
   // earlier request, and this one is next in its order as on the wire.
@@ -67,9 +86,19 @@ SameHostRoute::Travel SameHostRoute::choose(const SendWqe& w, bool quiet) {
 
 bool SameHostRoute::direct_fits(const SendWqe& w) const {
   return qp_.type == QpType::kRc && qp_.attr.state == QpState::kRts &&
-         (w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaRead) &&
-         w.length <= kDirectMaxBytes && qp_.port_up() && !qp_.migration_in_use() &&
+         (w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaRead ||
+          is_atomic_opcode(w.opcode) || placeable(w)) &&
+         w.length <= kDirectMaxBytes &&
+         // An atomic's original value needs exactly 8 bytes (else the
+         // packets' LOC_LEN_ERR).
+         (!w.is_atomic() || w.length == sizeof(uint64_t)) && qp_.port_up() && !qp_.migration_in_use() &&
          qp_.engine->same_host().direct_possible();
+}
+
+bool SameHostRoute::placeable(const SendWqe& w) const {
+  // Its run frame must stand for the whole message, in one window.
+  return w.opcode == WrOpcode::kRdmaWriteWithImm && w.length != 0 &&
+         qp_.requester.packets_of(w) <= qp_.requester.window().packets();
 }
 
 bool SameHostRoute::target_in_this_process() {
@@ -103,7 +132,8 @@ void SameHostRoute::direct_declined() {
   direct_probe_in_ = direct_probe_interval_;
 }
 
-bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn) {
+bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn,
+                            uint64_t& original) {
   SameHost& same_host = qp_.engine->same_host();
   const PeerTargetArea target = same_host.direct_target(qp_.destination());
   if (target.bytes.empty()) {
@@ -115,19 +145,14 @@ bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn) {
                                                                target.attentive &&
                                                                !target.same_process);
   if (without_call_only && w.rkey == rkey_needing_call_) return false;
+  const DirectKind kind = direct_kind(w.opcode);
   RunFrame local;  // its pieces: where the bytes are in this process
-  if (w.inline_len) {
-    local.pieces[0] = RunPiece{reinterpret_cast<uint64_t>(qp_.sq.inline_at(index)), w.length};
-    local.piece_count = 1;
-  } else {
-    const Sge* sges = qp_.sq.sges_at(index);
-    const WcStatus st = w.is_read()
-                            ? qp_.describe_destination(sges, w.num_sge, 0, w.length, local)
-                            : qp_.describe(sges, w.num_sge, 0, w.length, local);
-    if (st != WcStatus::kSuccess) return false;  // the packets' to report
+  if (kind == DirectKind::kRead || kind == DirectKind::kWrite) {  // WRITE with immediate too
+    if (!describe_local(w, index, local)) return false;  // the packets' to report
   }
+  const bool atomic_write = kind == DirectKind::kAtomicWrite;
   const DirectOperation op{
-      .read = w.is_read(),
+      .kind = kind,
       .initiator_key = target_qp_key(qp_.device_index, qp_.qpn),
       .device_index = qp_.peer_device_index,
       .qpn = qp_.attr.dest_qp_num,
@@ -135,9 +160,14 @@ bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn) {
       .packets = qp_.requester.packets_of(w),
       .rkey = w.rkey,
       .va = w.remote_addr,
-      .length = w.length,
+      // An atomic names one word, whatever its local buffer holds.
+      .length = is_atomic_opcode(w.opcode) ? sizeof(uint64_t) : w.length,
       .local = std::span<const RunPiece>(local.pieces.data(), local.piece_count),
+      .compare_add = atomic_write ? w.atomic_write_data : w.compare_add,
+      .swap = w.swap,
+      .original = &original,
       .same_process = target.same_process,
+      .place_only = w.opcode == WrOpcode::kRdmaWriteWithImm,
       .only_without_system_call = without_call_only,
   };
   switch (execute_directly(target.bytes, op)) {
@@ -154,6 +184,18 @@ bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn) {
   direct_working_ = true;
   direct_probe_interval_ = 0;
   return true;
+}
+
+bool SameHostRoute::describe_local(const SendWqe& w, uint64_t index, RunFrame& local) const {
+  if (w.inline_len) {
+    local.pieces[0] = RunPiece{reinterpret_cast<uint64_t>(qp_.sq.inline_at(index)), w.length};
+    local.piece_count = 1;
+    return true;
+  }
+  const Sge* sges = qp_.sq.sges_at(index);
+  const WcStatus st = w.is_read() ? qp_.describe_destination(sges, w.num_sge, 0, w.length, local)
+                                  : qp_.describe(sges, w.num_sge, 0, w.length, local);
+  return st == WcStatus::kSuccess;
 }
 
 bool SameHostRoute::as_run(const SendWqe& w, uint64_t sent, uint32_t in_flight,

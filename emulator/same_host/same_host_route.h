@@ -6,6 +6,12 @@
 // transport's own state. The ways (same_host.h):
 //
 //   WRITE/READ up to 4 MiB, nothing outstanding -> executed directly
+//   atomic on a word mapped here, nothing
+//   outstanding                                  -> executed directly
+//   WRITE with immediate into pages mapped here,
+//   nothing outstanding                          -> its bytes placed directly,
+//                                                   then a run frame without
+//                                                   payload for the target
 //   short WRITE/READ behind packets              -> packets
 //   longer WRITE/READ behind other WRITE/READs   -> wait for their ACKs, then
 //                                                   executed directly
@@ -22,6 +28,7 @@
 namespace softverbs {
 
 struct QpImpl;
+struct RunFrame;
 
 class SameHostRoute {
  public:
@@ -37,10 +44,14 @@ class SameHostRoute {
   // unanswered), so the target's responder has taken every earlier request.
   Travel choose(const SendWqe& w, bool quiet);
 
-  // Executes WRITE or READ `w` (at SQ index `index`, first PSN `psn`) on
-  // the target process directly. false: nothing happened, it goes as
-  // packets (where the responder gives the exact answer a failure deserves).
-  bool execute(const SendWqe& w, uint64_t index, uint32_t psn);
+  // Executes WRITE, READ or atomic `w` (at SQ index `index`, first PSN
+  // `psn`) on the target process directly; a compare-and-swap or
+  // fetch-and-add leaves the word's former value in `original`; of a
+  // WRITE with immediate, places the bytes only (the requester sends its
+  // run frame, `placed`, and the target completes it). false:
+  // nothing happened, it goes as packets (where the responder gives the
+  // exact answer a failure deserves).
+  bool execute(const SendWqe& w, uint64_t index, uint32_t psn, uint64_t& original);
 
   // Whether the rest of SEND or WRITE `w`, `sent` bytes of it already
   // out, goes as one run, with `in_flight` packets unacknowledged of a
@@ -51,6 +62,12 @@ class SameHostRoute {
   void reset();
 
  private:
+  // Where the bytes of WRITE or READ `w` lie in this process; false when
+  // its SGEs do not check out (the packets report it).
+  bool describe_local(const SendWqe& w, uint64_t index, RunFrame& local) const;
+  // A WRITE with immediate whose bytes this side may place itself, its
+  // run frame standing for the rest (run_frame.h, `placed`).
+  bool placeable(const SendWqe& w) const;
   // Whether direct execution may be asked for `w` at all.
   bool direct_fits(const SendWqe& w) const;
   // Direct execution did not happen: a later try, spaced out.

@@ -53,7 +53,7 @@ class TargetTableTest : public ::testing::Test {
 
   DirectOperation write(uint64_t va, uint64_t length) {
     piece_ = RunPiece{reinterpret_cast<uint64_t>(source_.data()), length};
-    return DirectOperation{.read = false,
+    return DirectOperation{.kind = DirectKind::kWrite,
                            .initiator_key = target_qp_key(kDevice, kInitiatorQpn),
                            .device_index = kDevice,
                            .qpn = kTargetQpn,
@@ -117,7 +117,7 @@ TEST_F(TargetTableTest, AnInitiatorLeavesTheEntrySealedForTheNext) {
 TEST_F(TargetTableTest, AReadFetchesIntoTheInitiatorsMemory) {
   memory_[200] = 0x42;
   DirectOperation op = write(kIova + 200, 1);
-  op.read = true;
+  op.kind = DirectKind::kRead;
   ASSERT_EQ(execute(op), DirectResult::kExecuted);
   EXPECT_EQ(source_[0], 0x42);
   EXPECT_EQ(entry_->expected_psn, 101u);

@@ -186,10 +186,7 @@ Completer::Step Completer::atomic_acknowledge(Response& r) {
     ++qp_.counters.stale_responses;
     return Step::kDone;
   }
-  const uint64_t orig = r.pkt.headers.atomic_ack_eth.orig_data;
-  const WcStatus st = qp_.scatter(
-      sq.sges_at(index), w.num_sge, 0,
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&orig), sizeof(orig)));
+  const WcStatus st = scatter_original(index, r.pkt.headers.atomic_ack_eth.orig_data);
   complete(w, st);
   advance_una(packet::psn_add(r.psn, 1));
   retire_completed();
@@ -369,11 +366,21 @@ void Completer::resend_outstanding() {
 
 // ---- completion
 
-void Completer::executed_directly(SendWqe& w) {
+void Completer::executed_directly(SendWqe& w, uint64_t index, uint64_t original) {
   trace::executed_directly(qp_, w.first_psn, wc_opcode(w.opcode));
-  complete(w, WcStatus::kSuccess);
+  // An atomic's answer lands in its buffer as an atomic ACK's would.
+  const WcStatus st = w.is_atomic() ? scatter_original(index, original) : WcStatus::kSuccess;
+  complete(w, st);
   advance_una(qp_.requester.next_psn());
   retire_completed();
+  if (st != WcStatus::kSuccess) qp_.enter_error();
+}
+
+WcStatus Completer::scatter_original(uint64_t index, uint64_t original) {
+  const SendWqe& w = qp_.sq.at(index);
+  return qp_.scatter(
+      qp_.sq.sges_at(index), w.num_sge, 0,
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&original), sizeof(original)));
 }
 
 void Completer::complete(SendWqe& w, WcStatus status) {

@@ -41,9 +41,10 @@ class Completer {
   void resend_outstanding();
   bool waiting_for_rnr() const { return rnr_deadline_ns_ != 0; }
 
-  // The requester executed `w` on the target directly (direct_execution.h):
-  // done, acknowledged up to the next PSN, reported.
-  void executed_directly(SendWqe& w);
+  // The requester executed `w` (at SQ index `index`) on the target
+  // directly (direct_execution.h): done, acknowledged up to the next PSN,
+  // reported; an atomic's `original` value scattered into its buffer.
+  void executed_directly(SendWqe& w, uint64_t index, uint64_t original);
   // Marks a WQE done with `status`; retire_completed() reports it.
   void complete(SendWqe& w, WcStatus status);
   // Reports done WQEs from the head of the send queue, in order.
@@ -72,6 +73,8 @@ class Completer {
   Step acknowledge(Response& r);
   Step read_response(Response& r);
   Step atomic_acknowledge(Response& r);
+  // Scatters an atomic's answer into the buffer of the WQE at `index`.
+  WcStatus scatter_original(uint64_t index, uint64_t original);
   Step ack(Response& r);
   Step rnr_nak(Response& r);
   Step nak(Response& r);

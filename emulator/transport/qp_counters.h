@@ -31,8 +31,9 @@ namespace softverbs {
   X(runs_sent, "runs of packets sent as one frame, payload left in place")      \
   X(runs_received, "runs of packets received, payload pulled in one copy")      \
   X(run_pull_failures, "runs whose payload could not be pulled (resent)")         \
-  X(direct_operations, "WRITEs and READs this side executed on the target itself, no packet sent") \
-  X(executed_by_initiators, "WRITEs and READs an initiator executed on this QP directly")  \
+  X(direct_operations, "WRITEs, READs and atomics this side executed on the target itself, no packet sent") \
+  X(payloads_placed, "WRITEs with immediate whose bytes this side placed on the target itself") \
+  X(executed_by_initiators, "WRITEs, READs and atomics an initiator executed on this QP directly")  \
   X(qkey_violations, "UD datagrams dropped: Q_Key differs from the QP's")        \
   X(datagrams_dropped_no_receive, "UD datagrams dropped: no receive WQE posted")  \
   X(datagrams_dropped_too_long, "UD datagrams dropped: longer than the receive WQE")\

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "emulator/objects/qp_impl.h"
 #include "emulator/packet/roce_v2.h"
@@ -62,7 +63,7 @@ void Requester::reset() {
   wqe_ = nullptr;
   npsn_ = psn_high_ = resend_rounds_ = 0;
   send_offset_ = 0;
-  ack_request_next_ = false;
+  ack_request_next_ = payload_placed_ = false;
   rd_atomic_outstanding_ = 0;
   started_end_ = drain_end_ = 0;
   window_.reset();
@@ -156,6 +157,7 @@ Requester::Step Requester::start_packets() {
   if (w.is_atomic()) return Step::kSendAtomic;
   if (w.opcode == WrOpcode::kAtomicWrite) return Step::kSendAtomicWrite;
   if (w.is_read()) return Step::kSendReadRequest;
+  if (payload_placed_) return Step::kSendRun;
   return route_.as_run(w, send_offset_, packets_in_flight(), window_.packets()) ? Step::kSendRun
                                                                                 : Step::kSendSegment;
 }
@@ -163,7 +165,16 @@ Requester::Step Requester::start_packets() {
 Requester::Step Requester::execute_direct() {
   SendWqe& w = *wqe_;
   const uint64_t index = qp_.sq.next;
-  if (!route_.execute(w, index, npsn_)) return Step::kStartPackets;
+  uint64_t original = 0;  // a compare-and-swap's or fetch-and-add's answer
+  if (!route_.execute(w, index, npsn_, original)) return Step::kStartPackets;
+  if (w.opcode == WrOpcode::kRdmaWriteWithImm) {
+    // Its bytes are in place; a run frame without payload stands for its
+    // packets, and the target's responder takes a receive WQE, completes
+    // and acknowledges it as for any.
+    payload_placed_ = true;
+    ++qp_.counters.payloads_placed;
+    return Step::kStartPackets;
+  }
   w.started = true;
   started_end_ = std::max(started_end_, index + 1);
   w.first_psn = npsn_;
@@ -171,7 +182,7 @@ Requester::Step Requester::execute_direct() {
   advance_psn(packet::psn_add(w.last_psn, 1));
   finish_wqe();
   ++qp_.counters.direct_operations;
-  qp_.completer.executed_directly(w);
+  qp_.completer.executed_directly(w, index, original);
   return Step::kNextWqe;
 }
 
@@ -314,10 +325,14 @@ Requester::Step Requester::send_run() {
   run.last.bth.ack_req = is_reliable(qp_.type);
   if (packets == 1) run.first = run.last;
   ack_request_next_ = false;
-  if (WcStatus st = qp_.describe(qp_.sq.sges_at(qp_.sq.next), w.num_sge, send_offset_, run.bytes,
-                                 run);
-      st != WcStatus::kSuccess)
-    return local_error(w, st);
+  // Placed: the whole message in this one run (SameHostRoute::placeable).
+  run.placed = std::exchange(payload_placed_, false);
+  if (!run.placed) {
+    if (WcStatus st = qp_.describe(qp_.sq.sges_at(qp_.sq.next), w.num_sge, send_offset_,
+                                   run.bytes, run);
+        st != WcStatus::kSuccess)
+      return local_error(w, st);
+  }
   qp_.transmit_run(run);
   advance_psn(packet::psn_add(npsn_, packets));
   return segments_sent(w, run.bytes, ends);

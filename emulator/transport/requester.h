@@ -128,6 +128,9 @@ class Requester {
   uint32_t rd_atomic_outstanding_ = 0;
   // One past the furthest SQ index whose first packet ever went out. A go
   // back N clears `started` on the WQEs it rewinds over; this stays.
+  // The WQE at hand is a WRITE with immediate whose bytes the same-host
+  // route placed on the target: its one run frame carries no payload.
+  bool payload_placed_ = false;
   uint64_t started_end_ = 0;
   uint64_t drain_end_ = 0;  // in SQD: the WQEs before it may still be sent
   CongestionWindow window_{kMaxPacketsInFlight};

@@ -287,4 +287,9 @@ void Endpoint::write_word(uint64_t offset, uint64_t value) {
                    __ATOMIC_SEQ_CST);
 }
 
+void Endpoint::add_to_word(uint64_t offset, uint64_t count) {
+  auto* word = reinterpret_cast<uint64_t*>(buffer_.data() + offset);
+  for (uint64_t i = 0; i < count; ++i) __atomic_fetch_add(word, 1, __ATOMIC_SEQ_CST);
+}
+
 }  // namespace softverbs::testsupport

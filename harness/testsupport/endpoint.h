@@ -149,6 +149,8 @@ class Endpoint {
   // The main buffer's memory goes back to the kernel; its MR stays.
   void unmap_buffer() { buffer_.unmap_memory(); }
   void write_word(uint64_t offset, uint64_t value);
+  // Adds 1 to the word `count` times, each with an atomic instruction.
+  void add_to_word(uint64_t offset, uint64_t count);
 
   ibv_context* context() const { return context_.get(); }
   ibv_pd* pd() const { return pd_.get(); }

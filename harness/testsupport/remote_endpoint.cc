@@ -25,6 +25,7 @@ enum class RemoteCommand : uint32_t {
   kCheckConstant,
   kReadWord,
   kWriteWord,
+  kAddToWord,
   kControl,
   kUnmapBuffer,
   kKill,
@@ -140,6 +141,7 @@ void execute(Endpoint& endpoint, const RemoteRequest& request, const std::string
     }
     case RemoteCommand::kReadWord: reply.value = endpoint.read_word(request.offset); return;
     case RemoteCommand::kWriteWord: endpoint.write_word(request.offset, request.value); return;
+    case RemoteCommand::kAddToWord: endpoint.add_to_word(request.offset, request.count); return;
     case RemoteCommand::kControl:
       reply.err = soft_control(request_text, text);
       reply.text_follows = 1;
@@ -161,6 +163,7 @@ bool within_buffer(const Endpoint& endpoint, const RemoteRequest& request) {
              request.length <= endpoint.buffer().size() - request.offset;
     case RemoteCommand::kReadWord:
     case RemoteCommand::kWriteWord:
+    case RemoteCommand::kAddToWord:
       return request.offset % 8 == 0 && request.offset + 8 <= endpoint.buffer().size();
     default:
       return true;
@@ -373,6 +376,15 @@ Errno RemoteEndpoint::write_word(uint64_t offset, uint64_t value) {
   request.command = RemoteCommand::kWriteWord;
   request.offset = offset;
   request.value = value;
+  RemoteReply reply;
+  return call(request, reply);
+}
+
+Errno RemoteEndpoint::add_to_word(uint64_t offset, uint64_t count) {
+  RemoteRequest request;
+  request.command = RemoteCommand::kAddToWord;
+  request.offset = offset;
+  request.count = count;
   RemoteReply reply;
   return call(request, reply);
 }

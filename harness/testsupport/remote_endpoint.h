@@ -61,6 +61,9 @@ class RemoteEndpoint {
                        std::optional<ByteMismatch>& mismatch);
   Errno read_word(uint64_t offset, uint64_t& value);
   Errno write_word(uint64_t offset, uint64_t value);
+  // The peer's own CPU adds 1 to the word `count` times, each an atomic
+  // instruction (what its program would do beside a peer's atomics).
+  Errno add_to_word(uint64_t offset, uint64_t count);
   // Endpoint::unmap_buffer in the peer.
   Errno unmap_buffer();
   // The peer process kills itself with SIGKILL; returns once its end of the
