@@ -10,6 +10,7 @@
 #include "emulator/objects/qp_impl.h"
 #include "emulator/packet/roce_v2.h"
 #include "emulator/trace/protocol_events.h"
+#include "emulator/wire/process_identity.h"
 #include "emulator/wire/wire_burst.h"
 
 namespace softverbs {
@@ -314,7 +315,7 @@ Requester::Step Requester::send_run() {
   const uint32_t packets = std::min(packets_left, window_.packets() - in_flight);
   const bool ends = packets == packets_left;
   RunFrame run;
-  run.sender_pid = static_cast<uint32_t>(getpid());
+  run.sender_pid = static_cast<uint32_t>(own_pid());
   run.packets = packets;
   run.bytes = ends ? left : packets * m;
   const bool first = send_offset_ == 0;

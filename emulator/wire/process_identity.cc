@@ -2,9 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <string>
@@ -46,10 +48,23 @@ bool other_threads_run(const std::string& process) {
   return threads > 1;
 }
 
+std::atomic<pid_t> g_own_pid{0};
+
 }  // namespace
 
+pid_t own_pid() {
+  const pid_t kept = g_own_pid.load(std::memory_order_relaxed);
+  if (kept != 0) return kept;
+  static const int registered =
+      pthread_atfork(nullptr, nullptr, [] { g_own_pid.store(0, std::memory_order_relaxed); });
+  (void)registered;
+  const pid_t pid = getpid();
+  g_own_pid.store(pid, std::memory_order_relaxed);
+  return pid;
+}
+
 Errno read_process_start_time(pid_t pid, uint64_t& start_time) {
-  const std::string process = pid == getpid() ? std::string("/proc/self")
+  const std::string process = pid == own_pid() ? std::string("/proc/self")
                                               : "/proc/" + std::to_string(pid);
   const std::string path = process + "/stat";
   char buffer[1024];

@@ -17,6 +17,10 @@ namespace softverbs {
 // whose first thread called pthread_exit() while others run is no zombie).
 Errno read_process_start_time(pid_t pid, uint64_t& start_time);
 
+// This process's pid, kept: getpid() is a system call in glibc, and a run
+// frame names its sender on every send. Learnt anew in a forked child.
+pid_t own_pid();
+
 // This process's start time (0 if /proc is unreadable).
 uint64_t own_start_time();
 
