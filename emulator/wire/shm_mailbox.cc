@@ -98,7 +98,7 @@ std::unique_ptr<ShmMailbox> ShmMailbox::create(const std::string& name, uint32_t
     err = ShmSegment::create_exclusive(name, bytes, segment);
   }
   if (err != 0) return nullptr;
-  if ((err = segment.map(bytes)) != 0) {
+  if ((err = segment.map(bytes, /*populate=*/true)) != 0) {
     unlink_segment(name);
     return nullptr;
   }
@@ -142,7 +142,7 @@ std::unique_ptr<ShmMailbox> ShmMailbox::open(const std::string& name, Errno& err
     err = EPROTO;
     return nullptr;
   }
-  if ((err = segment.map(size)) != 0) return nullptr;
+  if ((err = segment.map(size, /*populate=*/true)) != 0) return nullptr;
   segment.close_descriptor();
   uint32_t slot_count = 0;
   err = check_header(*static_cast<const MailboxHeader*>(segment.address()), size, slot_count);

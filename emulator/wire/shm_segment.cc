@@ -98,13 +98,20 @@ Errno ShmSegment::stat(struct stat& out) const {
   return check_private_to_user(out);
 }
 
-Errno ShmSegment::map(size_t size) {
+Errno ShmSegment::map(size_t size, bool populate) {
   if (fd_ < 0 || address_ != nullptr) return EINVAL;
   struct stat st;
   if (Errno err = stat(st); err != 0) return err;
   if (static_cast<size_t>(st.st_size) < size) return EINVAL;
-  void* address = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  void* address = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | (populate ? MAP_POPULATE : 0), fd_, 0);
   if (address == MAP_FAILED) return errno;
+  if (populate) {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    for (size_t at = 0; at + sizeof(uint64_t) <= size; at += page)
+      __atomic_fetch_add(reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(address) + at), 0,
+                         __ATOMIC_RELAXED);
+  }
   address_ = address;
   mapped_size_ = size;
   return 0;

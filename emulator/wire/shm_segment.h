@@ -34,8 +34,12 @@ class ShmSegment {
   static Errno open_existing(const std::string& name, ShmSegment& out);
 
   // Maps the first `size` bytes read-write, shared. EINVAL if the segment is
-  // smaller than that (touching beyond its end would raise SIGBUS).
-  Errno map(size_t size);
+  // smaller than that (touching beyond its end would raise SIGBUS). With
+  // `populate`, every page is in this mapping before it returns (its
+  // memory is already reserved): a page fault per page on the first lap
+  // of a ring would cost its first few hundred frames tens of microseconds
+  // each.
+  Errno map(size_t size, bool populate = false);
 
   Errno stat(struct stat& out) const;  // fstat, owner and mode checked
   void close_descriptor();             // keeps the mapping
