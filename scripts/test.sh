@@ -1,18 +1,52 @@
 #!/usr/bin/env bash
-# Runs every test softverbs has, as CI does: installs what is missing, builds
-# the normal tree (build/) and runs its ctest suite, builds the
-# AddressSanitizer + UndefinedBehaviorSanitizer tree (build-asan/) and the
-# ThreadSanitizer tree (build-tsan/) and runs the same suite in each, then
-# builds the Debian package and tests it in a clean Debian 12 root file
-# system, and fuzzes the packet parser for a bounded time.
-# Exits non-zero if any step fails; every step runs even after a failure.
+# Runs softverbs' tests in one of two tiers.
 #
-# Usage: scripts/test.sh
-#   SOFTVERBS_FUZZ_SECONDS  fuzzing time (default 60; 0 skips fuzzing)
-#   SOFTVERBS_SKIP_SANITIZE=1  skip the ASan+UBSan build and its tests
-#   SOFTVERBS_SKIP_TSAN=1      skip the ThreadSanitizer build and its tests
-#   SOFTVERBS_SKIP_PACKAGE=1   skip building and testing the Debian package
+#   bash scripts/test.sh         the contributor's tier, before a commit:
+#                                installs what is missing, builds the normal
+#                                tree (build/) and runs every test in it,
+#                                several at a time (about 8 minutes on 2
+#                                cores once built)
+#   bash scripts/test.sh --all   everything, as CI runs it (.ci/run): the
+#                                above, then the AddressSanitizer +
+#                                UndefinedBehaviorSanitizer tree
+#                                (build-asan/) and the ThreadSanitizer tree
+#                                (build-tsan/) with the same suite each, the
+#                                Debian package tested in a clean Debian 12
+#                                root file system, and the packet parser
+#                                fuzzed for a bounded time (about 55 minutes)
+#
+# Each step says before it starts how long it took when it last passed on
+# this machine (or, the first time, on the 2-core machine kind). Exits non-zero
+# if any step fails; every step runs even after a failure.
+#
+#   SOFTVERBS_TEST_JOBS       tests run at once in the contributor's tier
+#                             (default twice the cores: most tests wait on
+#                             their processes and timers, not on a CPU)
+#   SOFTVERBS_FUZZ_SECONDS    fuzzing time with --all (default 60; 0 skips it)
+#   SOFTVERBS_SKIP_SANITIZE=1 --all without the ASan+UBSan tree
+#   SOFTVERBS_SKIP_TSAN=1     --all without the ThreadSanitizer tree
+#   SOFTVERBS_SKIP_PACKAGE=1  --all without the Debian package
 set -uo pipefail
+
+usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+all=0
+for arg in "$@"; do
+  case $arg in
+    --all) all=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *)
+      echo "test: unknown argument '$arg'; 'bash scripts/test.sh' runs the contributor's tier," >&2
+      echo "      'bash scripts/test.sh --all' everything (see --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+jobs=${SOFTVERBS_TEST_JOBS:-$((2 * $(nproc)))}
+if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "test: SOFTVERBS_TEST_JOBS must be a positive number of tests run at once, not '$jobs'" >&2
+  exit 2
+fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
@@ -25,16 +59,41 @@ results=()
 overall=0
 started=$SECONDS
 
+# How long each step took when it last passed here (name<TAB>seconds), to
+# say before a step how long it will take; first figures from the 2-core
+# machine kind.
+times_file="$root/build/.test-step-seconds"
+declare -A typical=(
+  ["setup"]=20 ["build (build/)"]=420 ["ctest (build/)"]=450
+  ["build with ASan+UBSan (build-asan/)"]=480 ["ctest with ASan+UBSan (build-asan/)"]=1200
+  ["build with TSan (build-tsan/)"]=480 ["ctest with TSan (build-tsan/)"]=1250
+  ["package: build, install in a clean Debian 12, run"]=300
+)
+declare -A measured=()  # the steps whose figure was measured here
+if [[ -r $times_file ]]; then
+  while IFS=$'\t' read -r name seconds; do
+    [[ -n $name && $seconds =~ ^[0-9]+$ ]] && typical[$name]=$seconds measured[$name]=1
+  done <"$times_file"
+fi
+
+clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
 # step NAME COMMAND...: runs a step, records its result and duration.
 step() {
-  local name=$1 begin=$SECONDS status
+  local name=$1 begin=$SECONDS status expected=${typical[$1]:-} said=""
   shift
+  if [[ -n $expected ]]; then
+    if [[ -n ${measured[$name]:-} ]]; then said="took $(clock "$expected") last time here"
+    else said="about $(clock "$expected") on 2 cores"; fi
+    said=" ($said; $(clock $((SECONDS - started))) since the start)"
+  fi
   echo
-  echo "=== $name"
+  echo "=== $name$said"
   "$@"
   status=$?
   local took=$((SECONDS - begin))
   if ((status == 0)); then
+    typical[$name]=$took measured[$name]=1
     results+=("ok      $name (${took}s)")
   else
     results+=("FAILED  $name (${took}s, status $status)")
@@ -45,17 +104,45 @@ step() {
 
 digests=()
 
-# run_ctest BUILD_DIR: the tree's whole suite; on failure, what failed and
-# why, here and again in the summary.
+# run_ctest BUILD_DIR [CTEST_ARGS...]: the tree's whole suite; on failure,
+# what failed and why, here and again in the summary.
 run_ctest() {
-  ctest --test-dir "$1" --output-on-failure --no-tests=error --timeout 1800 && return 0
+  local dir=$1
+  shift
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout 1800 "$@" && return 0
   local status=$? digest
-  digest=$(awk -f "$root/scripts/lib/failure-digest.awk" "$1/Testing/Temporary/LastTest.log")
-  digests+=("in $1:" "$digest")
+  digest=$(awk -f "$root/scripts/lib/failure-digest.awk" "$dir/Testing/Temporary/LastTest.log")
+  digests+=("in $dir:" "$digest")
   echo
-  echo "=== why the tests in $1 failed"
+  echo "=== why the tests in $dir failed"
   echo "$digest"
   return $status
+}
+
+# The end of either tier: leftovers, the summary, the step times kept for
+# next time, the exit status.
+finish() {
+  # Every softverbs process removes its shared-memory segments when the last
+  # one goes; what the tests' prefixes left behind is worth a look.
+  leftovers=$(find /dev/shm -maxdepth 1 \( -name "svctest-$(id -u)-*" -o -name "svutils-$(id -u)-*" \) 2>/dev/null)
+  if [[ -n $leftovers ]]; then
+    echo
+    echo "note: segments left in /dev/shm by the test runs (or by another run still going):"
+    echo "$leftovers" | sed 's/^/  /'
+  fi
+
+  echo
+  echo "=== summary ($((SECONDS - started))s)"
+  printf '%s\n' "${results[@]}"
+  if ((${#digests[@]})); then
+    echo
+    echo "=== why tests failed"
+    printf '%s\n' "${digests[@]}"
+  fi
+  if [[ -d $root/build ]]; then
+    for name in "${!measured[@]}"; do printf '%s\t%s\n' "$name" "${typical[$name]}"; done >"$times_file"
+  fi
+  exit $overall
 }
 
 if ! step "setup" bash scripts/setup.sh; then
@@ -64,7 +151,17 @@ if ! step "setup" bash scripts/setup.sh; then
 fi
 
 if step "build (build/)" bash scripts/build.sh "$root/build"; then
-  step "ctest (build/)" run_ctest "$root/build"
+  # The contributor's tier runs several tests at once; --all keeps CI's
+  # one at a time, where no test's timing depends on its neighbours.
+  if ((all)); then
+    step "ctest (build/)" run_ctest "$root/build"
+  else
+    step "ctest (build/)" run_ctest "$root/build" -j "$jobs"
+  fi
+fi
+
+if ((!all)); then
+  finish
 fi
 
 if [[ ${SOFTVERBS_SKIP_SANITIZE:-0} != 1 ]]; then
@@ -99,21 +196,4 @@ if [[ -f scripts/fuzz-packet.sh && $fuzz_seconds != 0 ]]; then
   step "fuzz the packet parser (${fuzz_seconds}s)" bash scripts/fuzz-packet.sh "$fuzz_seconds"
 fi
 
-# Every softverbs process removes its shared-memory segments when the last
-# one goes; what the tests' prefixes left behind is worth a look.
-leftovers=$(find /dev/shm -maxdepth 1 \( -name "svctest-$(id -u)-*" -o -name "svutils-$(id -u)-*" \) 2>/dev/null)
-if [[ -n $leftovers ]]; then
-  echo
-  echo "note: segments left in /dev/shm by the test runs (or by another run still going):"
-  echo "$leftovers" | sed 's/^/  /'
-fi
-
-echo
-echo "=== summary ($((SECONDS - started))s)"
-printf '%s\n' "${results[@]}"
-if ((${#digests[@]})); then
-  echo
-  echo "=== why tests failed"
-  printf '%s\n' "${digests[@]}"
-fi
-exit $overall
+finish
