@@ -82,15 +82,13 @@ check_subcommands() {
   done
 }
 
+# The --flags `softverbs SUB --help` shows, --[no-]x as --x and --no-x,
+# taken once for every subcommand (the checks below run in subshells).
 declare -A help_of=()
-flags_of() {  # the --flags `softverbs SUB --help` shows, --[no-]x as --x and --no-x
-  local sub=$1
-  if [[ -z ${help_of[$sub]+set} ]]; then
-    help_of[$sub]=$("$cli" "$sub" --help 2>&1 | grep -oE -- '--(\[no-\])?[a-z][a-z0-9-]*' |
-      sed -E 's/^--\[no-\](.*)$/--\1\n--no-\1/' | sort -u | tr '\n' ' ')
-  fi
-  echo "${help_of[$sub]}"
-}
+for sub in $subcommands; do
+  help_of[$sub]=" $("$cli" "$sub" --help 2>&1 | grep -oE -- '--(\[no-\])?[a-z][a-z0-9-]*' |
+    sed -E 's/^--\[no-\](.*)$/--\1\n--no-\1/' | sort -u | tr '\n' ' ')"
+done
 
 # Commands shown in code: inline code spans and fenced blocks.
 check_commands() {
@@ -116,12 +114,11 @@ check_commands() {
         ((i < ${#words[@]})) && [[ ${words[i]##*/} == softverbs ]] || continue
         local sub=${words[i + 1]:-}
         [[ -z $sub || $sub =~ ^(help|--help|-h|--version)$ ]] && continue
-        if ! grep -qx -- "$sub" <<<"$subcommands"; then
+        if [[ -z ${help_of[$sub]+set} ]]; then
           echo "$document:$line: 'softverbs $sub' is no subcommand (softverbs --help lists them)"
           continue
         fi
-        local flags
-        flags=$(flags_of "$sub")
+        local flags=${help_of[$sub]}
         for word in "${words[@]:i+2}"; do
           [[ $word == -- ]] && break  # the program's own arguments follow
           [[ $word =~ ^--[a-z][a-z0-9-]*$ ]] || continue
