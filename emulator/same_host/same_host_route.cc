@@ -91,8 +91,8 @@ bool SameHostRoute::direct_fits(const SendWqe& w) const {
          w.length <= kDirectMaxBytes &&
          // An atomic's original value needs exactly 8 bytes (else the
          // packets' LOC_LEN_ERR).
-         (!w.is_atomic() || w.length == sizeof(uint64_t)) && qp_.port_up() && !qp_.migration_in_use() &&
-         qp_.engine->same_host().direct_possible();
+         (!w.is_atomic() || w.length == sizeof(uint64_t)) && qp_.port_up() &&
+         !qp_.migration_in_use() && qp_.engine->same_host().direct_possible();
 }
 
 bool SameHostRoute::placeable(const SendWqe& w) const {
@@ -147,9 +147,11 @@ bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn,
   if (without_call_only && w.rkey == rkey_needing_call_) return false;
   const DirectKind kind = direct_kind(w.opcode);
   RunFrame local;  // its pieces: where the bytes are in this process
-  if (kind == DirectKind::kRead || kind == DirectKind::kWrite) {  // WRITE with immediate too
-    if (!describe_local(w, index, local)) return false;  // the packets' to report
-  }
+  // WRITE (with immediate too) and READ: the SGEs' pieces; the packets
+  // report SGEs that do not check out.
+  if ((kind == DirectKind::kRead || kind == DirectKind::kWrite) &&
+      !describe_local(w, index, local))
+    return false;
   const bool atomic_write = kind == DirectKind::kAtomicWrite;
   const DirectOperation op{
       .kind = kind,
