@@ -59,31 +59,39 @@ struct Unlocker {
   }
 };
 
-// Within this process: a copy per local piece, each guarded on both sides.
-bool copy_here(const DirectOperation& op, uint64_t remote) {
-  for (const RunPiece& p : op.local) {
-    auto* here = reinterpret_cast<void*>(p.addr);
-    auto* there = reinterpret_cast<void*>(remote);
-    if (!(op.reads_target() ? app_memory::copy(here, there, p.length)
-                            : app_memory::copy(there, here, p.length)))
-      return false;
-    remote += p.length;
+// The atomic `op` on the word at `address`, mapped here, with the
+// processor's atomic instructions: the target's responder and its own CPU
+// reach the same physical word, so the atomic holds against them too.
+bool operate_on_word(uint8_t* address, const DirectOperation& op) {
+  if (reinterpret_cast<uintptr_t>(address) % sizeof(uint64_t)) return false;
+  auto* word = reinterpret_cast<uint64_t*>(address);
+  switch (op.kind) {
+    case DirectKind::kCompareSwap:
+      return app_memory::compare_swap(word, op.compare_add, op.swap, *op.original);
+    case DirectKind::kFetchAdd: return app_memory::fetch_add(word, op.compare_add, *op.original);
+    case DirectKind::kAtomicWrite: return app_memory::store(word, op.compare_add);
+    default: return false;
   }
-  return true;
 }
 
-// Through the target's shared pages mapped here (`offset` checked): a
-// copy per local piece.
-bool copy_through(const PeerMapping& pages, const DirectOperation& op, uint64_t offset) {
-  uint8_t* there = pages.base + offset;
+// A copy per local piece to or from `there`, mapped here (the target's own
+// memory when it is this process, or its shared pages), each guarded on
+// both sides.
+bool copy_pieces(const DirectOperation& op, uint8_t* there) {
   for (const RunPiece& p : op.local) {
     auto* here = reinterpret_cast<void*>(p.addr);
     if (!(op.reads_target() ? app_memory::copy(here, there, p.length)
-                  : app_memory::copy(there, here, p.length)))
+                            : app_memory::copy(there, here, p.length)))
       return false;
     there += p.length;
   }
   return true;
+}
+
+// The move itself, to or from `there` mapped here (`op` checked): its
+// bytes, or its atomic on the word.
+bool move_here(const DirectOperation& op, uint8_t* there) {
+  return op.is_atomic() ? operate_on_word(there, op) : copy_pieces(op, there);
 }
 
 // The bytes with one system call for the whole message. false when
@@ -102,21 +110,6 @@ bool move_by_system_call(uint32_t pid, const DirectOperation& op, uint64_t remot
                         : process_vm_writev(static_cast<pid_t>(pid), local.data(), n, &far, 1, 0);
   refused = moved < 0 && (errno == EPERM || errno == ENOSYS);
   return moved >= 0 && static_cast<uint64_t>(moved) == op.length;
-}
-
-// The atomic `op` on the word at `address`, mapped here, with the
-// processor's atomic instructions: the target's responder and its own CPU
-// reach the same physical word, so the atomic holds against them too.
-bool operate_on_word(uint8_t* address, const DirectOperation& op) {
-  if (reinterpret_cast<uintptr_t>(address) % sizeof(uint64_t)) return false;
-  auto* word = reinterpret_cast<uint64_t*>(address);
-  switch (op.kind) {
-    case DirectKind::kCompareSwap:
-      return app_memory::compare_swap(word, op.compare_add, op.swap, *op.original);
-    case DirectKind::kFetchAdd: return app_memory::fetch_add(word, op.compare_add, *op.original);
-    case DirectKind::kAtomicWrite: return app_memory::store(word, op.compare_add);
-    default: return false;
-  }
 }
 
 // Whether the target lives, by its liveness page: its shared pages outlive
@@ -150,11 +143,8 @@ DirectResult executed_if(bool done) {
 DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOperation& op,
                         const TargetMrEntry& mr) {
   const uint64_t within = op.va - mr.iova;
-  if (op.same_process) {
-    if (op.is_atomic())
-      return executed_if(operate_on_word(reinterpret_cast<uint8_t*>(mr.host_address + within), op));
-    return executed_if(copy_here(op, mr.host_address + within));
-  }
+  if (op.same_process)
+    return executed_if(move_here(op, reinterpret_cast<uint8_t*>(mr.host_address + within)));
   if (mr.pages_inode != 0 && mr.pages_offset <= UINT64_MAX - within &&
       owner_alive(table.header, pid)) {
     const std::shared_ptr<const PeerMapping> pages = PeerPages::process().find(
@@ -163,8 +153,7 @@ DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOper
     if (pages) {
       const uint64_t offset = mr.pages_offset + within;
       if (offset > pages->size || op.length > pages->size - offset) return DirectResult::kNotHere;
-      if (op.is_atomic()) return executed_if(operate_on_word(pages->base + offset, op));
-      return executed_if(copy_through(*pages, op, offset));
+      return executed_if(move_here(op, pages->base + offset));
     }
   }
   // No system call is atomic against the target's CPU.
