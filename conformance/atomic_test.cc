@@ -7,9 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -222,11 +220,10 @@ TEST(Atomics, AtomicsOneAtATimeThenASendKeepThePeersResponderInSequence) {
     expect_completion(done[0], 1000, IBV_WC_SUCCESS, "the SEND");
 
     if (!soft_control_available() || peer_is_remote()) return;
-    const char* sharing = std::getenv("SOFTVERBS_SHARE_MR_PAGES");
-    const bool shared = !(sharing && std::string_view(sharing) == "0");
+    const bool direct = direct_execution_on() && mr_pages_shared();
     std::string stats;
     ASSERT_EQ(0, soft_control("stats", stats));
-    EXPECT_EQ(shared ? 2 * kRounds : 0,
+    EXPECT_EQ(direct ? 2 * kRounds : 0,
               qp_counter(stats, local.qp()->qp_num, "direct_operations").value_or(1))
         << stats;
     std::string remote_stats;

@@ -4,9 +4,22 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace softverbs::conformance {
+namespace {
+
+bool turned_off(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value && std::string_view(value) == "0";
+}
+
+}  // namespace
+
+bool direct_execution_on() { return !turned_off("SOFTVERBS_DIRECT"); }
+bool mr_pages_shared() { return !turned_off("SOFTVERBS_SHARE_MR_PAGES"); }
 
 PeerOutcome run_connected_pair(const PairOptions& options, const PairBody& body) {
   return run_with_endpoint_peer(

@@ -57,6 +57,14 @@ inline constexpr const char* kNoSoftControl =
     "needs the softverbs control interface (softverbs_control): fault injection, forced RNR "
     "and port control exist only on soft devices";
 
+// The same-host shortcuts softverbs' environment leaves on: initiators
+// execute one-sided operations on a peer of this host (SOFTVERBS_DIRECT
+// not 0), and MR pages are shared so that atomics and WRITE with immediate
+// go that way too (SOFTVERBS_SHARE_MR_PAGES not 0). Tests expect their
+// counters by these, so the suite holds with either turned off.
+bool direct_execution_on();
+bool mr_pages_shared();
+
 // Kills the peer with SIGKILL, from outside and at once as any killer
 // would (on another host, by the peer itself on request), and returns once
 // it is gone; a peer of this host is this process's child and stays
