@@ -116,6 +116,10 @@ Errno port_file(const DeviceDescription& device, uint8_t port_num, std::string_v
     content = format("0x%x", port.lid);
   } else if (file == "lid_mask_count") {
     content = format("%u", port.lmc);
+  } else if (file == "sm_lid") {
+    content = format("0x%x", port.sm_lid);
+  } else if (file == "sm_sl") {
+    content = format("%u", port.sm_sl);
   } else if (file == "cap_mask") {
     content = format("0x%08x", attr.port_cap_flags);
   } else if (file == "link_layer") {
@@ -168,6 +172,8 @@ Errno ibdev_sysfs_file(const DeviceDescription& device, std::string_view file,
     content = device.name + "\n";
   } else if (file == "board_id" || file == "hca_type") {
     content = "softverbs\n";
+  } else if (file == "fw_ver") {
+    content = device_attributes_of(device).fw_ver + "\n";
   } else if (file.size() > 8 && file.substr(0, 6) == "ports/" && file[7] == '/' &&
              device.has_port(static_cast<uint8_t>(file[6] - '0'))) {
     return port_file(device, static_cast<uint8_t>(file[6] - '0'), file.substr(8), content);
@@ -179,11 +185,11 @@ Errno ibdev_sysfs_file(const DeviceDescription& device, std::string_view file,
 
 std::vector<std::string> ibdev_sysfs_file_names(const DeviceDescription& device) {
   std::vector<std::string> names = {"node_type", "node_guid", "sys_image_guid",
-                                    "node_desc", "board_id",  "hca_type"};
+                                    "node_desc", "board_id",  "hca_type", "fw_ver"};
   for (uint8_t p = 1; p <= device.port_count(); ++p) {
     const std::string dir = "ports/" + std::to_string(p) + "/";
-    for (const char* file : {"state", "phys_state", "lid", "lid_mask_count", "cap_mask",
-                             "link_layer", "rate"})
+    for (const char* file : {"state", "phys_state", "lid", "lid_mask_count", "sm_lid", "sm_sl",
+                             "cap_mask", "link_layer", "rate"})
       names.push_back(dir + file);
     const PortAttributes port;
     for (uint32_t i = 0; i < port.gid_tbl_len; ++i) {

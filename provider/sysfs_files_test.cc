@@ -6,6 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include "emulator/objects/hca.h"
+
 namespace softverbs::provider {
 namespace {
 
@@ -47,6 +49,20 @@ TEST(SysfsFiles, PortFilesFollowTheKernelsFormat) {
   EXPECT_EQ(read(device, "ports/1/link_layer"), "InfiniBand\n");
   EXPECT_EQ(read(device, "ports/1/rate"), "100 Gb/sec (4X EDR)\n");
   EXPECT_EQ(read(device, "ports/1/pkeys/0"), "0xffff\n");
+}
+
+// libibumad (ibstat) reads these for every port and device, and gives up on
+// the device when one is missing.
+TEST(SysfsFiles, SubnetManagerAndFirmwareFilesAreThereForIbstat) {
+  const auto device = ib_device();
+  EXPECT_EQ(read(device, "ports/1/sm_lid"), "0x1\n");
+  EXPECT_EQ(read(device, "ports/1/sm_sl"), "0\n");
+  const std::string fw_ver = read(device, "fw_ver");
+  EXPECT_EQ(fw_ver, device_attributes_of(device).fw_ver + "\n");
+  EXPECT_GT(fw_ver.size(), 1u);
+  auto roce = ib_device();
+  roce.link_layer = LinkLayer::kEthernet;
+  EXPECT_EQ(read(roce, "ports/1/sm_lid"), "0x0\n");
 }
 
 TEST(SysfsFiles, GidTableShowsTheLinkLocalGidThenZeros) {

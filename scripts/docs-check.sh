@@ -29,7 +29,7 @@ cli=$(realpath "$cli")
 cd "$root" || exit 2
 
 # The documents: README.md, docs/, and the READMEs of the folders.
-mapfile -t documents < <(ls README.md docs/*.md */README.md conformance/*/README.md 2>/dev/null | sort -u)
+mapfile -t documents < <(ls README.md CHANGELOG.md docs/*.md */README.md conformance/*/README.md 2>/dev/null | sort -u)
 
 # Code, scripts and build files: where a variable can be read or set.
 mapfile -t sources < <(git ls-files 2>/dev/null | grep -E '\.(cc|h|c|sh|awk|cmake|py)$|CMakeLists\.txt$|^\.ci/' ||

@@ -17,8 +17,10 @@ command -v dpkg-shlibdeps >/dev/null ||
 
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSOFTVERBS_SANITIZE=OFF -DSOFTVERBS_TSAN=OFF -DSOFTVERBS_BUILD_BENCH=OFF >/dev/null
-# Only what the package holds: no tests, no benchmarks.
+# Only what the package holds: no tests, no benchmarks. The build's output
+# goes to stderr, so that a caller taking the path from stdout still sees
+# why a build failed.
 cmake --build "$build_dir" -j "${SOFTVERBS_JOBS:-$(nproc)}" \
-  --target softverbs_cli softverbs_provider softverbs_ibverbs_shim
+  --target softverbs_cli softverbs_provider softverbs_ibverbs_shim softverbs_man_pages >&2
 (cd "$build_dir" && cpack -G DEB >/dev/null)
 ls "$build_dir"/softverbs_*.deb

@@ -31,6 +31,10 @@ packages=(
   gdb
   # the Debian package (dpkg-shlibdeps) and its test in a clean root file system
   dpkg-dev debootstrap
+  # the manual pages' test formats them (groff-base with man-db) and reads them (col)
+  man-db bsdextrautils
+  # ibstat and ibstatus, shown the soft devices by --device-files
+  infiniband-diags
 )
 
 is_installed() {

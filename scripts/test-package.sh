@@ -3,13 +3,14 @@
 # runs verbs programs from it as an unprivileged user, the way the CI
 # recipes in docs/ci-recipes.md do in a stock container:
 #   - the root file system: debootstrap's minbase of bookworm with
-#     ibverbs-utils, made once and kept (SOFTVERBS_PACKAGE_ROOTFS, default
-#     /var/tmp/softverbs-package-rootfs);
+#     ibverbs-utils and man-db, made once and kept (SOFTVERBS_PACKAGE_ROOTFS,
+#     default /var/tmp/softverbs-package-rootfs; made again when the list of
+#     packages changes);
 #   - a throw-away copy of it gets the package (dpkg -i), /proc and /dev,
 #     inside a private mount namespace, so nothing outlives the run;
-#   - as user nobody: `softverbs devices`, `softverbs run -- ibv_devinfo`,
-#     an ibv_rc_pingpong pair and an ibv_ud_pingpong pair with the data
-#     checked.
+#   - as user nobody: `man softverbs` and `man 7 softverbs`, `softverbs
+#     devices`, `softverbs run -- ibv_devinfo`, an ibv_rc_pingpong pair and an
+#     ibv_ud_pingpong pair with the data checked.
 # Needs root (debootstrap, chroot, mounts): otherwise it exits 77.
 #
 # Usage: scripts/test-package.sh [PATH/TO/softverbs_VERSION_amd64.deb]
@@ -18,7 +19,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case ${1:-} in
-  -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 if (($(id -u) != 0)); then
   echo "test-package: skipped: needs root for debootstrap, chroot and mounts"
@@ -28,13 +29,14 @@ deb=${1:-$(bash "$root/scripts/package.sh" | tail -1)}
 [[ -f $deb ]] || { echo "test-package: no package at $deb" >&2; exit 1; }
 rootfs=${SOFTVERBS_PACKAGE_ROOTFS:-/var/tmp/softverbs-package-rootfs}
 
-if [[ ! -f $rootfs/.complete ]]; then
+included=ibverbs-utils,librdmacm1,man-db
+if [[ $(cat "$rootfs/.complete" 2>/dev/null) != "$included" ]]; then
   command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
   rm -rf "$rootfs"
   echo "test-package: making a Debian 12 root file system in $rootfs"
-  debootstrap --variant=minbase --include=ibverbs-utils,librdmacm1 bookworm "$rootfs" \
+  debootstrap --variant=minbase --include="$included" bookworm "$rootfs" \
     http://deb.debian.org/debian >/dev/null
-  touch "$rootfs/.complete"
+  echo "$included" >"$rootfs/.complete"
 fi
 
 work=$(mktemp -d /var/tmp/softverbs-package-test.XXXXXX)
@@ -52,6 +54,11 @@ mount -t tmpfs -o mode=1777,size=256m tmpfs "$new_root/dev/shm"
 chroot "$new_root" dpkg -i /tmp/softverbs.deb >/dev/null
 as_user() { chroot --userspec=nobody:nogroup "$new_root" env -i PATH=/usr/bin:/bin HOME=/tmp "$@"; }
 
+as_user man -P cat softverbs 2>/dev/null | grep -q '^ *softverbs run' ||
+  { echo "FAIL: man softverbs"; exit 1; }
+as_user man -P cat 7 softverbs 2>/dev/null | grep -q '^ *SOFTVERBS_SHM_PREFIX' ||
+  { echo "FAIL: man 7 softverbs"; exit 1; }
+echo "ok: man softverbs and man 7 softverbs from the installed package, as nobody"
 as_user softverbs devices | grep -q '^softverbs0 ' || { echo "FAIL: softverbs devices"; exit 1; }
 as_user softverbs run -- ibv_devinfo | grep -q 'hca_id:.softverbs0' ||
   { echo "FAIL: ibv_devinfo under softverbs run"; exit 1; }

@@ -8,9 +8,8 @@
 #include "emulator/same_host/target_table.h"
 
 namespace softverbs {
-namespace {
 
-DeviceAttributes make_attributes(const DeviceDescription& d) {
+DeviceAttributes device_attributes_of(const DeviceDescription& d) {
   DeviceAttributes a;
   a.max_pd = d.limits.max_pd;
   a.max_cq = d.limits.max_cq;
@@ -19,7 +18,7 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   a.max_srq = d.limits.max_srq;
   a.max_ah = d.limits.max_ah;
   a.max_mw = d.limits.max_mw;
-  a.fw_ver = "1.0.0";
+  a.fw_ver = SOFTVERBS_VERSION;  // ibv_devinfo shows the release, as `softverbs --version`
   a.node_guid = d.node_guid;
   a.sys_image_guid = d.node_guid;
   a.page_size_cap = ~0xfffull;  // 4 KiB pages and larger
@@ -34,8 +33,6 @@ DeviceAttributes make_attributes(const DeviceDescription& d) {
   a.cap_auto_path_mig = d.link_layer == LinkLayer::kInfiniBand;
   return a;
 }
-
-}  // namespace
 
 PortAttributes port_attributes_of(const DeviceDescription& d, uint8_t port) {
   PortAttributes p;
@@ -85,7 +82,7 @@ std::unique_ptr<Hca> Hca::open_on(Engine& engine_ref, uint32_t index, Errno& err
   auto impl = std::make_unique<Impl>();
   impl->engine = engine;
   impl->description = devices[index];
-  impl->attributes = make_attributes(impl->description);
+  impl->attributes = device_attributes_of(impl->description);
   for (uint8_t p = 1; p <= impl->description.port_count(); ++p)
     impl->ports[p - 1] = port_attributes_of(impl->description, p);
   err = 0;

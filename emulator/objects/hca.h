@@ -58,6 +58,9 @@ class AsyncEventSink {
   virtual void on_async_event(const AsyncEvent& event) = 0;
 };
 
+// What ibv_query_device reports for the device.
+DeviceAttributes device_attributes_of(const DeviceDescription& device);
+
 // What port `port` of a freshly opened device reports.
 PortAttributes port_attributes_of(const DeviceDescription& device, uint8_t port = 1);
 

@@ -375,6 +375,9 @@ if [[ -f $built_library ]] && command -v ibv_devinfo >/dev/null; then
   expect 0 "$out" "^removed /dev/shm/svclibroken$$-" "reset removes a damaged registry"
   run_cli "${broken_env[@]}" "$cli" run -- ibv_devinfo
   expect 0 "$out" 'hca_id:.softverbs0' "devices open again after reset"
+  # A device's firmware version is the release that emulates it.
+  version=$("$cli" --version | cut -d' ' -f2)
+  expect 0 "$out" "fw_ver:[[:space:]]+${version//./\\.}\$" "ibv_devinfo's fw_ver is softverbs' version"
   run_cli "${broken_env[@]}" "$cli" reset --frob
   expect 2 "$err" "reset: unexpected argument '--frob'" "reset with a bad argument"
   rm -f /dev/shm/svclibroken$$-*

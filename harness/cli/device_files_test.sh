@@ -68,6 +68,25 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   fi
 fi
 
+# infiniband-diags' ibstat (libibumad's sysfs reads) and ibstatus (a
+# script over the port files) show the devices as they show an HCA.
+if command -v ibstat >/dev/null && command -v ibstatus >/dev/null; then
+  version=$("$cli" --version | cut -d' ' -f2)
+  ibstat=$("$cli" run --device-files --devices 2 -- ibstat 2>&1)
+  check "ibstat's devices" "CA 'softverbs0' CA 'softverbs1'" \
+    "$(grep -o "^CA '[^']*'" <<<"$ibstat" | tr '\n' ' ' | sed 's/ $//')"
+  check "ibstat's firmware version" "Firmware version: $version" \
+    "$(grep -m1 -o 'Firmware version: .*' <<<"$ibstat")"
+  check "ibstat's port state and base LID" "State: Active Base lid: $((lid)) SM lid: 1" \
+    "$(awk '/CA .softverbs0/ { on = 1 } on && /State:|Base lid:|SM lid:/ { sub(/^[ \t]+/, ""); printf "%s%s", sep, $0; sep = " " }
+            on && /SM lid:/ { exit }' <<<"$ibstat")"
+  check "ibstat's port GUID" "Port GUID: 0x${guid//:/}" "$(grep -m1 -o 'Port GUID: .*' <<<"$ibstat")"
+  ibstatus=$("$cli" run --device-files -- ibstatus softverbs0 2>&1)
+  check "ibstatus' state" "state: 4: ACTIVE" "$(grep -o 'state:[[:space:]]*4: ACTIVE' <<<"$ibstatus" | tr -s '\t ' ' ' | head -1)"
+else
+  echo "note: ibstat/ibstatus are missing (package infiniband-diags); they were not checked"
+fi
+
 if [[ ${DEVICE_FILES_SKIP_UCX:-0} == 1 ]]; then
   echo "note: UCX not checked (DEVICE_FILES_SKIP_UCX=1)"
 elif command -v ucx_info >/dev/null; then
