@@ -3,9 +3,9 @@
 # runs verbs programs from it as an unprivileged user, the way the CI
 # recipes in docs/ci-recipes.md do in a stock container:
 #   - the root file system: debootstrap's minbase of bookworm with
-#     ibverbs-utils and man-db, made once and kept (SOFTVERBS_PACKAGE_ROOTFS,
-#     default /var/tmp/softverbs-package-rootfs; made again when the list of
-#     packages changes);
+#     ibverbs-utils, man-db and a compiler (scripts/lib/clean-root.sh), made
+#     once and kept (SOFTVERBS_PACKAGE_ROOTFS, default
+#     /var/tmp/softverbs-package-rootfs);
 #   - a throw-away copy of it gets the package (dpkg -i), /proc and /dev,
 #     inside a private mount namespace, so nothing outlives the run;
 #   - as user nobody: `man softverbs` and `man 7 softverbs`, `softverbs
@@ -27,30 +27,20 @@ if (($(id -u) != 0)); then
 fi
 deb=${1:-$(bash "$root/scripts/package.sh" | tail -1)}
 [[ -f $deb ]] || { echo "test-package: no package at $deb" >&2; exit 1; }
-rootfs=${SOFTVERBS_PACKAGE_ROOTFS:-/var/tmp/softverbs-package-rootfs}
-
-included=ibverbs-utils,librdmacm1,man-db
-if [[ $(cat "$rootfs/.complete" 2>/dev/null) != "$included" ]]; then
-  command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
-  rm -rf "$rootfs"
-  echo "test-package: making a Debian 12 root file system in $rootfs"
-  debootstrap --variant=minbase --include="$included" bookworm "$rootfs" \
-    http://deb.debian.org/debian >/dev/null
-  echo "$included" >"$rootfs/.complete"
-fi
+source "$root/scripts/lib/clean-root.sh"
+clean_root_make
 
 work=$(mktemp -d /var/tmp/softverbs-package-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cp -a "$rootfs" "$work/root"
+clean_root_copy "$work"
 cp "$deb" "$work/root/tmp/softverbs.deb"
 
 # Everything below runs in a mount namespace of its own: its mounts go
 # with it.
-unshare --mount --propagation private bash -euo pipefail -s "$work/root" <<'INSIDE'
+unshare --mount --propagation private bash -euo pipefail -s "$work/root" "$root" <<'INSIDE'
 new_root=$1
-mount -t proc proc "$new_root/proc"
-mount --rbind /dev "$new_root/dev"
-mount -t tmpfs -o mode=1777,size=256m tmpfs "$new_root/dev/shm"
+source "$2/scripts/lib/clean-root.sh"
+clean_root_mount "$new_root"
 chroot "$new_root" dpkg -i /tmp/softverbs.deb >/dev/null
 as_user() { chroot --userspec=nobody:nogroup "$new_root" env -i PATH=/usr/bin:/bin HOME=/tmp "$@"; }
 

@@ -3,17 +3,19 @@
 #
 #   bash scripts/test.sh         the contributor's tier, before a commit:
 #                                installs what is missing, builds the normal
-#                                tree (build/) and runs every test in it,
-#                                several at a time (about 8 minutes on 2
-#                                cores once built)
+#                                tree (build/) and runs every test in it but
+#                                the CI recipes (label recipes), several at
+#                                a time (about 8 minutes on 2 cores once
+#                                built)
 #   bash scripts/test.sh --all   everything, as CI runs it (.ci/run): the
 #                                above, then the AddressSanitizer +
 #                                UndefinedBehaviorSanitizer tree
 #                                (build-asan/) and the ThreadSanitizer tree
 #                                (build-tsan/) with the same suite each, the
 #                                Debian package tested in a clean Debian 12
-#                                root file system, and the packet parser
-#                                fuzzed for a bounded time (about 55 minutes)
+#                                root file system with the CI recipes of
+#                                docs/ci-recipes.md, and the packet parser
+#                                fuzzed for a bounded time (about 60 minutes)
 #
 # Each step says before it starts how long it took when it last passed on
 # this machine (or, the first time, on the 2-core machine kind). Exits non-zero
@@ -25,10 +27,10 @@
 #   SOFTVERBS_FUZZ_SECONDS    fuzzing time with --all (default 60; 0 skips it)
 #   SOFTVERBS_SKIP_SANITIZE=1 --all without the ASan+UBSan tree
 #   SOFTVERBS_SKIP_TSAN=1     --all without the ThreadSanitizer tree
-#   SOFTVERBS_SKIP_PACKAGE=1  --all without the Debian package
+#   SOFTVERBS_SKIP_PACKAGE=1  --all without the Debian package and the CI recipes
 set -uo pipefail
 
-usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 all=0
 for arg in "$@"; do
@@ -68,6 +70,7 @@ declare -A typical=(
   ["build with ASan+UBSan (build-asan/)"]=480 ["ctest with ASan+UBSan (build-asan/)"]=1200
   ["build with TSan (build-tsan/)"]=480 ["ctest with TSan (build-tsan/)"]=1250
   ["package: build, install in a clean Debian 12, run"]=300
+  ["CI recipes: each job of docs/ci-recipes.md in a clean Debian 12"]=60
 )
 declare -A measured=()  # the steps whose figure was measured here
 if [[ -r $times_file ]]; then
@@ -109,7 +112,7 @@ digests=()
 run_ctest() {
   local dir=$1
   shift
-  ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout 1800 "$@" && return 0
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout 1800 -LE recipes "$@" && return 0
   local status=$? digest
   digest=$(awk -f "$root/scripts/lib/failure-digest.awk" "$dir/Testing/Temporary/LastTest.log")
   digests+=("in $dir:" "$digest")
@@ -189,6 +192,9 @@ if [[ ${SOFTVERBS_SKIP_PACKAGE:-0} != 1 ]]; then
     return $status
   }
   step "package: build, install in a clean Debian 12, run" package_test
+  # docs/ci-recipes.md's jobs, each as written, in the same clean root.
+  step "CI recipes: each job of docs/ci-recipes.md in a clean Debian 12" \
+    ctest --test-dir "$root/build" --output-on-failure --no-tests=error -L recipes
 fi
 
 fuzz_seconds=${SOFTVERBS_FUZZ_SECONDS:-60}
