@@ -182,6 +182,10 @@ measure_rounds() {
   record run command "$COMMAND_LINE"
   record run started "$started"
   record run rounds "$ROUNDS"
+  # The commit measured, named when the run starts: a report rebuilt later
+  # (--rebuild), or one written after a commit made during the run, still
+  # names the code that ran.
+  record run commit "$(measured_commit)"
   echo "run-perftest: $ROUNDS round(s) of ${#PLAN[@]} measurements; report in $OUT" >&2
   for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
     record load loadavg1 "$(cut -d' ' -f1 /proc/loadavg)"
@@ -224,6 +228,7 @@ COMMAND_LINE=$(awk -F'\t' '$2 == "run" && $3 == "command" { print $4 }' "$SAMPLE
 STARTED=$(awk -F'\t' '$2 == "run" && $3 == "started" { print $4 }' "$SAMPLES")
 FINISHED=$(awk -F'\t' '$2 == "run" && $3 == "finished" { print $4 }' "$SAMPLES")
 ROUNDS=$(awk -F'\t' '$2 == "run" && $3 == "rounds" { print $4 }' "$SAMPLES")
+MEASURED_COMMIT=$(awk -F'\t' '$2 == "run" && $3 == "commit" { print $4 }' "$SAMPLES")
 
 load_results
 write_plots

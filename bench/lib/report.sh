@@ -267,17 +267,25 @@ failures_list() {
   ((any)) || echo "None: every measurement ran in every round."
 }
 
+# The commit of the tree being measured, and whether it had changes of its
+# own (the report's files are what --update-docs rewrites: not a change).
+measured_commit() {
+  local commit
+  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git -C "$ROOT" diff --quiet HEAD -- . ':!docs/performance.md' ':!docs/performance' 2>/dev/null ||
+    commit+=" (with uncommitted changes)"
+  echo "$commit"
+}
+
 # Machine and run facts, one list item each.
 facts_list() {
-  local commit dirty=
-  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-  # The report's own files are what --update-docs rewrites: not a change measured.
-  git -C "$ROOT" diff --quiet HEAD -- . ':!docs/performance.md' ':!docs/performance' 2>/dev/null || dirty=" (with uncommitted changes)"
+  # Samples from before the commit was recorded name none: say so.
+  local commit=${MEASURED_COMMIT:-"$(measured_commit), when the report was written"}
   local loads
   loads=$(awk -F'\t' '$2 == "load" { print $4 }' "$SAMPLES" | sort -n | sed -n '1p;$p' | paste -sd- | sed 's/-/ – /')
   echo "- command: \`$COMMAND_LINE\`"
   echo "- date: $(date -u -d "@$STARTED" '+%Y-%m-%d %H:%M UTC'), $(((FINISHED - STARTED) / 60)) min $(((FINISHED - STARTED) % 60)) s"
-  echo "- commit: $commit$dirty"
+  echo "- commit: $commit"
   echo "- machine: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores," \
     "$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) memory;" \
     "$(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
