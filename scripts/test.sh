@@ -4,11 +4,14 @@
 #   bash scripts/test.sh         the contributor's tier, before a commit:
 #                                installs what is missing, builds the normal
 #                                tree (build/) and runs every test in it but
-#                                the CI recipes (label recipes), several at
-#                                a time (about 8 minutes on 2 cores once
+#                                the CI recipes and the ecosystem tier
+#                                (labels recipes, ecosystem), several at a
+#                                time (about 8 minutes on 2 cores once
 #                                built)
 #   bash scripts/test.sh --all   everything, as CI runs it (.ci/run): the
-#                                above, then the AddressSanitizer +
+#                                above, the ecosystem tier (MPI, UCX, fio,
+#                                rsocket, QEMU on soft devices), then the
+#                                AddressSanitizer +
 #                                UndefinedBehaviorSanitizer tree
 #                                (build-asan/) and the ThreadSanitizer tree
 #                                (build-tsan/) with the same suite each, the
@@ -30,7 +33,7 @@
 #   SOFTVERBS_SKIP_PACKAGE=1  --all without the Debian package and the CI recipes
 set -uo pipefail
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 all=0
 for arg in "$@"; do
@@ -71,6 +74,7 @@ declare -A typical=(
   ["build with TSan (build-tsan/)"]=480 ["ctest with TSan (build-tsan/)"]=1250
   ["package: build, install in a clean Debian 12, run"]=300
   ["CI recipes: each job of docs/ci-recipes.md in a clean Debian 12"]=60
+  ["ecosystem tier (build/)"]=240
 )
 declare -A measured=()  # the steps whose figure was measured here
 if [[ -r $times_file ]]; then
@@ -112,7 +116,7 @@ digests=()
 run_ctest() {
   local dir=$1
   shift
-  ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout 1800 -LE recipes "$@" && return 0
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error --timeout 1800 -LE 'recipes|ecosystem' "$@" && return 0
   local status=$? digest
   digest=$(awk -f "$root/scripts/lib/failure-digest.awk" "$dir/Testing/Temporary/LastTest.log")
   digests+=("in $dir:" "$digest")
@@ -166,6 +170,10 @@ fi
 if ((!all)); then
   finish
 fi
+
+# The stacks users build on verbs (MPI, UCX, fio, rsocket, QEMU), each
+# installing its packages when missing.
+step "ecosystem tier (build/)" ctest --test-dir "$root/build" --output-on-failure --no-tests=error -L ecosystem
 
 if [[ ${SOFTVERBS_SKIP_SANITIZE:-0} != 1 ]]; then
   if step "build with ASan+UBSan (build-asan/)" bash scripts/build.sh --sanitize "$root/build-asan"; then

@@ -1,0 +1,98 @@
+# Shared by the ecosystem tier's tests (label `ecosystem`): stacks users
+# build on verbs (MPI, UCX, fio, rsocket, QEMU) run unmodified on soft
+# devices. Sourced; the test sets `test_name` and passes the CLI as $1.
+#
+#   need_packages PKG...      installs what is missing (as root, apt-get);
+#                             exits 77 saying why when it cannot
+#   bounded SECONDS CMD...    CMD under timeout, killed 5 s after SIGTERM
+#   watch_traffic PROGRAM     samples `softverbs stats` while the test runs,
+#                             for the processes named PROGRAM
+#   traffic_through_softverbs the packets those processes sent through the
+#                             soft devices (0 if none was seen)
+#   fail MESSAGE / finish     count a failure / end with the checks' result
+#
+# Every test has a shared-memory prefix of its own, so `softverbs stats`
+# sees only its own processes, and removes what that prefix left.
+
+cli=${1:?usage: TEST PATH/TO/softverbs}
+cli=$(realpath "$cli")
+export SOFTVERBS_SHM_PREFIX="sveco-${test_name:?}"
+export SOFTVERBS_UDP=0
+work=$(mktemp -d "/tmp/softverbs-${test_name}.XXXXXX")
+failures=0
+checks=0
+sampler=
+
+cleanup() {
+  [[ -n $sampler ]] && kill "$sampler" 2>/dev/null
+  "$cli" reset --force >/dev/null 2>&1
+  [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+check() { checks=$((checks + 1)); }
+
+finish() {
+  echo "$test_name: $checks checks, $failures failed"
+  ((failures == 0))
+  exit
+}
+
+skip() {
+  echo "skipped: $*"
+  exit 77
+}
+
+need_packages() {
+  local missing=() package
+  for package in "$@"; do
+    [[ $(dpkg-query -W -f='${Status}' "$package" 2>/dev/null) == "install ok installed" ]] ||
+      missing+=("$package")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  (($(id -u) == 0)) || skip "needs the packages ${missing[*]} (apt-get install ${missing[*]}, as root)"
+  echo "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    >"$work/apt.log" 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+        >"$work/apt.log" 2>&1; } ||
+    skip "could not install ${missing[*]}: $(tail -1 "$work/apt.log")"
+}
+
+bounded() {
+  local seconds=$1
+  shift
+  timeout -k 5 "$seconds" "$@"
+}
+
+# The highest frames_sent of processes named PROGRAM, sampled every 0.2 s
+# until the test ends (a process's counters go with it).
+watch_traffic() {
+  local program=$1
+  : >"$work/traffic"
+  (
+    while :; do
+      "$cli" stats 2>/dev/null | awk -v program="$program" '
+        /^process / { mine = ($3 == program) }
+        mine && /^engine:/ { for (i = 2; i <= NF; i++) if ($i ~ /^frames_sent=/) { sub(/.*=/, "", $i); print $i } }
+      ' >>"$work/traffic"
+      sleep 0.2
+    done
+  ) &
+  sampler=$!
+}
+
+traffic_through_softverbs() {
+  sort -n "$work/traffic" 2>/dev/null | tail -1 | grep . || echo 0
+}
+
+# A free TCP port for a server to listen on (librdmacm's port space).
+free_port() {
+  local port
+  while :; do
+    port=$((20000 + RANDOM % 20000))
+    ss -Htln "sport = :$port" 2>/dev/null | grep -q . || { echo "$port"; return; }
+  done
+}
