@@ -204,6 +204,7 @@ std::unique_ptr<ShmRegistry> ShmRegistry::attach(Errno& err) {
         return nullptr;
       }
       if ((err = registry->claim_slot()) != 0) return nullptr;  // destructor detaches
+      sweep_abandoned(user_stem);
       return registry;
     }
   } catch (const std::bad_alloc&) {

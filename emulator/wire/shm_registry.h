@@ -166,6 +166,14 @@ class ShmRegistry {
   // started afterwards).
   static Errno reset(bool force, ResetReport& report);
 
+  // Removes the registry and mailboxes of every other prefix of this user
+  // that no process is attached to any more (all of them ended, even by
+  // SIGKILL or _exit()), and returns the paths removed. attach() calls it,
+  // so nothing of a dead process outlives the next softverbs process of
+  // its user, whatever the prefixes. Registries of another layout version
+  // or damaged ones are left to `softverbs reset`.
+  static std::vector<std::string> sweep_abandoned(const std::string& own_stem);
+
   // Far longer than any process holds the registry lock.
   static constexpr std::chrono::milliseconds kLockDeadline{10000};
   // In a child forked from the process that attached: lets go of the

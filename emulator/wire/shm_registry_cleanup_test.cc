@@ -1,13 +1,17 @@
 // The shared registry leaving nothing in /dev/shm once the last user is
 // gone: after clean exits and crashes, with processes attaching and leaving
 // at once, with forked copies, with mailboxes no slot accounts for, and
-// with the prefix changed after attaching.
+// with the prefix changed after attaching, and under prefixes whose every
+// process ended.
 #include "emulator/wire/shm_registry.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <array>
 #include <string>
@@ -168,6 +172,65 @@ TEST_F(ShmRegistryTest, ChangingThePrefixAfterAttachingChangesNothing) {
   }
   ASSERT_EQ(shm_prefix(), attached_prefix);
   EXPECT_TRUE(testing::segments_of_current_prefix().empty());
+}
+
+// Every /dev/shm file whose name starts with "<prefix>-".
+std::vector<std::string> files_of_prefix(const std::string& prefix) {
+  std::vector<std::string> files;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return files;
+  while (const dirent* entry = readdir(dir)) {
+    const std::string file = entry->d_name;
+    if (file.rfind(prefix + "-", 0) == 0) files.push_back(file);
+  }
+  closedir(dir);
+  return files;
+}
+
+// As CI jobs that give every run a prefix of its own: a run whose processes
+// all ended without detaching (_exit(), SIGKILL) is gone once the next
+// softverbs process of the user attaches, whatever its prefix; a run still
+// going and a registry that is not this version's stay.
+TEST_F(ShmRegistryTest, RunsUnderOtherPrefixesThatAllEndedLeaveNothingForTheNextProcess) {
+  const std::string ended = prefix_.prefix() + "x";
+  const std::string going = prefix_.prefix() + "y";
+  const std::string damaged = prefix_.prefix() + "z";
+  auto attach_under = [](const std::string& prefix) {
+    setenv("SOFTVERBS_SHM_PREFIX", prefix.c_str(), 1);
+    Errno err = 0;
+    auto registry = ShmRegistry::attach(err);
+    auto wire = registry ? ShmWire::create(*registry, err) : nullptr;
+    return std::make_pair(std::move(registry), std::move(wire));
+  };
+  // The run still going starts first: attaching, it sweeps ended runs itself.
+  Pipe ready;
+  pid_t alive = fork_child([&] {
+    auto [registry, wire] = attach_under(going);
+    if (!wire) return 1;
+    ready.write(uint8_t{1});
+    for (;;) pause();
+  });
+  uint8_t token = 0;
+  ASSERT_TRUE(ready.read(token));
+  pid_t child = fork_child([&] {
+    auto [registry, wire] = attach_under(ended);
+    if (!wire) return 1;
+    _exit(0);  // no destructor runs: registry and mailbox stay behind
+  });
+  ASSERT_EQ(wait_child(child), 0);
+  plant_segment("/" + damaged + "-" + std::to_string(geteuid()) + "-registry");
+  EXPECT_EQ(files_of_prefix(ended).size(), 2u);  // its registry and its mailbox
+
+  auto registry = attach();
+  ASSERT_NE(registry, nullptr);
+  EXPECT_TRUE(files_of_prefix(ended).empty());
+  EXPECT_EQ(files_of_prefix(going).size(), 2u);
+  EXPECT_EQ(files_of_prefix(damaged).size(), 1u);
+
+  kill(alive, SIGKILL);
+  wait_child(alive);
+  for (const std::string& prefix : {ended, going, damaged})
+    for (const std::string& file : files_of_prefix(prefix)) shm_unlink(("/" + file).c_str());
 }
 
 }  // namespace
