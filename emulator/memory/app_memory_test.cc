@@ -3,6 +3,7 @@
 // would be without softverbs.
 #include "emulator/memory/app_memory.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -151,6 +152,33 @@ TEST(AppMemoryGuard, ProgramHandlerInstalledBeforeStillRuns) {
         sigaction(SIGSEGV, &action, nullptr);
         uint64_t word = 0;
         app_memory::read(&word, &word, sizeof(word));
+        *unmapped_address() = 1;
+      },
+      ::testing::ExitedWithCode(42), "");
+}
+
+// The program's handler runs right above the signal frame, as if the guard
+// were not there: what called it is the C library's signal return, not
+// softverbs (whose frames would otherwise open the backtrace a crash
+// handler prints). Exit 42 when so, 43 when called from elsewhere.
+TEST(AppMemoryGuard, ProgramHandlerIsCalledFromTheSignalFrameNotFromTheGuard) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || !defined(__OPTIMIZE__)
+  GTEST_SKIP() << "the sanitizers wrap handlers, and without optimization the call is no jump";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        struct sigaction action {};
+        action.sa_flags = SA_SIGINFO;
+        action.sa_sigaction = [](int, siginfo_t*, void*) {
+          Dl_info caller{};
+          const bool from_libc = dladdr(__builtin_return_address(0), &caller) != 0 &&
+                                 caller.dli_fname && std::strstr(caller.dli_fname, "libc.so");
+          _exit(from_libc ? 42 : 43);
+        };
+        sigaction(SIGSEGV, &action, nullptr);
+        uint64_t word = 0;
+        app_memory::read(&word, &word, sizeof(word));  // installs the guard after it
         *unmapped_address() = 1;
       },
       ::testing::ExitedWithCode(42), "");

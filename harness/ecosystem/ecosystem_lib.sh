@@ -29,6 +29,8 @@ cleanup() {
   [[ -n ${KEEP_WORK:-} ]] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
+# Programs write their own files where they run (NetPIPE's np.out).
+cd "$work" || exit 1
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 check() { checks=$((checks + 1)); }
