@@ -49,9 +49,10 @@ done < <(awk '
   /^[0-9]+\/[0-9]+ Testing: / { name = $3; text = ""; next }
   name != "" && $0 ~ ("^" substr(name, 11) ": ") && !/checks, [0-9]+ failed$/ {
     line = $0; sub(/^[^:]*: /, "", line); text = text (text == "" ? "" : "; ") line; next }
-  name != "" && /^skipped: / { text = $0; next }
-  name != "" && /^Test (Passed|Failed)/ { print name "\t" ($2 == "Passed." ? "pass" : "FAIL") "\t" text; name = "" }
-  name != "" && /^Test Not Run|Skipped/ && /^Test/ { print name "\tskip\t" text; name = "" }
+  name != "" && /^skipped: / { skipped = 1; text = substr($0, 10); next }
+  name != "" && /^Test (Passed|Failed|Skipped|Not Run)/ {
+    result = skipped || $2 !~ /^(Passed|Failed)/ ? "skip" : $2 == "Passed." ? "pass" : "FAIL"
+    print name "\t" result "\t" text; name = ""; skipped = 0 }
 ' "$logs/softverbs.log" 2>/dev/null)
 
 # rxe: each guest case prints "case NAME: pass|FAIL|skip: text".

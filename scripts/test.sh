@@ -18,7 +18,7 @@
 #                                Debian package tested in a clean Debian 12
 #                                root file system with the CI recipes of
 #                                docs/ci-recipes.md, and the packet parser
-#                                fuzzed for a bounded time (about 60 minutes)
+#                                fuzzed for a bounded time (about 65 minutes)
 #
 # Each step says before it starts how long it took when it last passed on
 # this machine (or, the first time, on the 2-core machine kind). Exits non-zero

@@ -5,6 +5,10 @@
 #   need_packages PKG...      installs what is missing (as root, apt-get);
 #                             exits 77 saying why when it cannot
 #   bounded SECONDS CMD...    CMD under timeout, killed 5 s after SIGTERM
+#   start_bounded SECONDS CMD...  the same in the background; $! is the
+#                             timeout's pid, so `kill $!` stops CMD (a
+#                             function put in the background with & would
+#                             leave it running in a subshell)
 #   watch_traffic PROGRAM     samples `softverbs stats` while the test runs,
 #                             for the processes named PROGRAM
 #   traffic_through_softverbs the packets those processes sent through the
@@ -67,6 +71,12 @@ bounded() {
   local seconds=$1
   shift
   timeout -k 5 "$seconds" "$@"
+}
+
+start_bounded() {
+  local seconds=$1
+  shift
+  timeout -k 5 "$seconds" "$@" &
 }
 
 # The highest frames_sent of processes named PROGRAM, sampled every 0.2 s

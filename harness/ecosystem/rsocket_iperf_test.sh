@@ -20,7 +20,7 @@ rsocket=("$cli" run -- sh -c "LD_PRELOAD=\$LD_PRELOAD:$preload exec \"\$@\"" rso
 
 port=$(free_port)
 watch_traffic iperf
-bounded 40 "${rsocket[@]}" iperf -s -p "$port" >"$work/server.log" 2>&1 &
+start_bounded 40 "${rsocket[@]}" iperf -s -p "$port" >"$work/server.log" 2>&1
 server=$!
 for ((i = 0; i < 100; i++)); do
   "$cli" listeners 2>/dev/null | grep -q ":$port " && break

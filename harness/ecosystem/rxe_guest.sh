@@ -6,11 +6,19 @@
 # line per case: "case NAME: pass|FAIL|skip: what it showed".
 set -uo pipefail
 address=192.0.2.1
+cd /tmp  # NetPIPE writes np.out where it runs; /host is the repository
+# Open MPI's launcher refuses a node without a name, which the guest has not.
+[[ $(hostname) == "(none)" ]] && hostname rxe-guest
 
 report() {  # report NAME STATUS LOG SUMMARY
   local name=$1 status=$2 log=$3 text=$4
   if ((status == 0)); then echo "case $name: pass: $text"
-  else echo "case $name: FAIL: exit $status: $(tail -n 3 "$log" | tr '\n' ' ' | cut -c1-200)"; fi
+  else
+    # The first line that says what went wrong, else the first lines.
+    local why
+    why=$(grep -m1 -iE 'fatal|error|no components' "$log" || grep -v '^ *$\|^---' "$log" | head -n 3)
+    echo "case $name: FAIL: exit $status: $(echo "$why" | tr '\n' ' ' | tr -s ' ' | cut -c1-240)"
+  fi
 }
 
 netpipe() {  # netpipe NAME MPIRUN_ARGS...

@@ -20,7 +20,7 @@ port=$(free_port)
 watch_traffic io_demo
 # The server and the client must agree on the largest size (the server
 # asserts it).
-bounded 60 "$cli" run --device-files -- "${ucx[@]}" io_demo -p "$port" -q -d 1:65536 >"$work/server.log" 2>&1 &
+start_bounded 60 "$cli" run --device-files -- "${ucx[@]}" io_demo -p "$port" -q -d 1:65536 >"$work/server.log" 2>&1
 server=$!
 # The server listens once its CM id is bound: wait for it rather than sleep.
 for ((i = 0; i < 100; i++)); do
