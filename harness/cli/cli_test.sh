@@ -369,7 +369,8 @@ fi
 
 # --- runs that each have a prefix of their own, as CI jobs ------------------
 # Programs killed with their device open leave their registry and mailbox;
-# the next softverbs process of the user, whatever its prefix, removes them.
+# the next program of the user that opens a device, whatever its prefix,
+# removes them.
 if [[ -f $built_library ]] && command -v ibv_rc_pingpong >/dev/null; then
   # Seen right after its kill (the next run, or another test's process,
   # may sweep it at once): else the check below would prove nothing.
