@@ -65,7 +65,9 @@ table() {
   echo "|---|---|---|"
   local name
   for name in $(printf '%s\n' "${!outcome[@]}" | sort); do
-    echo "| \`$name\` | ${outcome[$name]}: ${summary[$name]:-} | ${rxe[$name]:-not in the guest} |"
+    local other="not in the guest"
+    [[ $name == *_ib ]] && other="— (rxe is RoCE only)"
+    echo "| \`$name\` | ${outcome[$name]}: ${summary[$name]:-} | ${rxe[$name]:-$other} |"
   done
 }
 [[ ${#outcome[@]} -gt 0 ]] || { echo "ecosystem-report: no results in $logs/softverbs.log" >&2; exit 1; }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The ecosystem tier's stacks that the rxe-vm guest has, on the kernel's rxe0
 # (RoCE on a dummy interface at 192.0.2.1): Open MPI with UCX rc_v and
-# ud_v, with mtl ofi over libfabric's verbs;ofi_rxm, and rsocket-preloaded
-# iperf. Run by scripts/ecosystem-report.sh inside the guest; prints one
+# ud_v, with mtl ofi over libfabric's verbs;ofi_rxm, UCX's io_demo, and
+# rsocket-preloaded iperf. Run by scripts/ecosystem-report.sh inside the guest; prints one
 # line per case: "case NAME: pass|FAIL|skip: what it showed".
 set -uo pipefail
 address=192.0.2.1
@@ -38,6 +38,18 @@ netpipe mpi_openmpi_ucx_rc_eth "${ucx[@]}" -x UCX_TLS=rc_v,self
 netpipe mpi_openmpi_ucx_ud_eth "${ucx[@]}" -x UCX_TLS=ud_v,self
 netpipe mpi_openmpi_ofi_eth --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "verbs;ofi_rxm"
 echo "case mpi_openmpi_openib_ib: skip: rxe is RoCE; Debian's btl openib connects over InfiniBand only"
+
+# UCX's io_demo over rdmacm, with its data check.
+ucx_env=(env UCX_TLS=rc_v,ud_v,rdmacm UCX_NET_DEVICES=rxe0:1)
+timeout -k 5 200 "${ucx_env[@]}" io_demo -p 7000 -q -d 1:65536 >/tmp/io_demo-server.log 2>&1 &
+server=$!
+sleep 3
+timeout -k 5 180 "${ucx_env[@]}" io_demo -p 7000 -q -d 1:65536 -i 500 -o read,write $address \
+  >/tmp/io_demo.log 2>&1
+status=$?
+grep -q "Client exit with status 'OK'" /tmp/io_demo.log || ((status != 0)) || status=1
+report ucx_io_demo_eth "$status" /tmp/io_demo.log "io_demo -q, 500 iterations of read and write, OK"
+kill $server 2>/dev/null
 
 preload=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so* 2>/dev/null | head -1)
 if [[ -z $preload ]] || ! command -v iperf >/dev/null; then
