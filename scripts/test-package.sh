@@ -21,14 +21,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case ${1:-} in
   -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
-if (($(id -u) != 0)); then
-  echo "test-package: skipped: needs root for debootstrap, chroot and mounts"
-  exit 77
-fi
-deb=${1:-$(bash "$root/scripts/package.sh" | tail -1)}
-[[ -f $deb ]] || { echo "test-package: no package at $deb" >&2; exit 1; }
 source "$root/scripts/lib/clean-root.sh"
-clean_root_make
+clean_root_prepare test-package "${1:-}"
+deb=$clean_root_deb
 
 work=$(mktemp -d /var/tmp/softverbs-package-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT

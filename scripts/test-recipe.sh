@@ -107,14 +107,9 @@ if ((print)); then
   done
   exit 0
 fi
-if (($(id -u) != 0)); then
-  echo "test-recipe: skipped: needs root for debootstrap, chroot and mounts"
-  exit 77
-fi
-deb=${2:-$(bash "$root/scripts/package.sh" | tail -1)}
-[[ -f $deb ]] || { echo "test-recipe: no package at $deb" >&2; exit 1; }
 source "$root/scripts/lib/clean-root.sh"
-clean_root_make
+clean_root_prepare test-recipe "${2:-}"
+deb=$clean_root_deb
 
 # ---- the project, the package, the root
 clean_root_copy "$work"

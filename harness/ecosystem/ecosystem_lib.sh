@@ -11,8 +11,10 @@
 #                             leave it running in a subshell)
 #   watch_traffic PROGRAM     samples `softverbs stats` while the test runs,
 #                             for the processes named PROGRAM
-#   traffic_through_softverbs the packets those processes sent through the
+#   traffic_through_softverbs the frames those processes sent through the
 #                             soft devices (0 if none was seen)
+#   check_traffic [HINT]      checks that some did, keeping the count in
+#                             $frames
 #   fail MESSAGE / finish     count a failure / end with the checks' result
 #
 # Every test has a shared-memory prefix of its own, so `softverbs stats`
@@ -83,6 +85,7 @@ start_bounded() {
 # until the test ends (a process's counters go with it).
 watch_traffic() {
   local program=$1
+  watched_program=$program
   : >"$work/traffic"
   (
     while :; do
@@ -98,6 +101,12 @@ watch_traffic() {
 
 traffic_through_softverbs() {
   sort -n "$work/traffic" 2>/dev/null | tail -1 | grep . || echo 0
+}
+
+check_traffic() {
+  frames=$(traffic_through_softverbs)
+  check
+  ((frames > 0)) || fail "no frame of $watched_program went through the soft devices${1:+ ($1)}"
 }
 
 # A free TCP port for a server to listen on (librdmacm's port space).

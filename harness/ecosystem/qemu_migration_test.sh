@@ -172,8 +172,6 @@ watch_traffic qemu-system-x86
 for link_layer in ib eth; do
   for pin in off on; do migrate "$link_layer" "$pin"; done
 done
-frames=$(traffic_through_softverbs)
-check
-((frames > 0)) || fail "no frame of qemu went through the soft devices"
+check_traffic
 ((failures == 0)) || tail -n 5 "$work"/*.log
 finish

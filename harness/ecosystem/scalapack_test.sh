@@ -44,8 +44,6 @@ for tester in "${drivers[@]}" "${pblas[@]}"; do
   fi
   ((failures == 0)) || { tail -n 20 "$tester.log"; break; }
 done
-frames=$(traffic_through_softverbs)
-check
-((frames > 0)) || fail "no frame of ${drivers[0]} went through the soft devices"
+check_traffic
 echo "$test_name: ${#drivers[@]} drivers and ${#pblas[@]} PBLAS testers on two ranks; $frames frames through softverbs0 in ${drivers[0]}"
 finish

@@ -2,6 +2,9 @@
 # stock `debian:12` CI container would have it: sourced by test-package.sh
 # and test-recipe.sh. Needs root (debootstrap, chroot, mounts).
 #
+#   clean_root_prepare WHO [DEB]  exits 77 unless root; sets clean_root_deb
+#                               to DEB, or to the package scripts/package.sh
+#                               builds; makes the root file system
 #   clean_root_make             debootstrap's minbase of bookworm with the
 #                               packages below, made once and kept in
 #                               $clean_root_rootfs; made again when the
@@ -17,6 +20,19 @@
 
 clean_root_rootfs=${SOFTVERBS_PACKAGE_ROOTFS:-/var/tmp/softverbs-package-rootfs}
 clean_root_packages=ibverbs-utils,librdmacm1,man-db,cmake,g++,make,libibverbs-dev
+
+clean_root_prepare() {
+  local who=$1 deb=${2:-}
+  if (($(id -u) != 0)); then
+    echo "$who: skipped: needs root for debootstrap, chroot and mounts"
+    exit 77
+  fi
+  local here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  clean_root_deb=${deb:-$(bash "$here/scripts/package.sh" | tail -1)}
+  [[ -f $clean_root_deb ]] || { echo "$who: no package at $clean_root_deb" >&2; exit 1; }
+  clean_root_make
+}
 
 clean_root_make() {
   [[ $(cat "$clean_root_rootfs/.complete" 2>/dev/null) == "$clean_root_packages" ]] && return 0
