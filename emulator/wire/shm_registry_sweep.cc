@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,7 +25,9 @@ constexpr std::string_view kRegistrySuffix = "registry";
 
 // "<prefix>-<euid>-" of every registry file of this user in /dev/shm.
 std::vector<std::string> user_stems_with_a_registry() {
-  const std::string uid_part = "-" + std::to_string(geteuid()) + "-";
+  char uid_text[24];
+  std::snprintf(uid_text, sizeof uid_text, "-%u-", static_cast<unsigned>(geteuid()));
+  const std::string_view uid_part = uid_text;
   std::vector<std::string> stems;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return stems;
