@@ -367,6 +367,14 @@ if [[ -f $built_library ]] && command -v ibv_rc_pingpong >/dev/null; then
   rm -f /dev/shm/svclilive$$-*
 fi
 
+# --- env LD_PRELOAD=... after `softverbs run --` drops softverbs -----------
+run_cli "$cli" run -- env LD_PRELOAD=/nonexistent/librspreload.so true
+expect 0 "$err" "replaces the LD_PRELOAD that brings softverbs.*LD_PRELOAD=\"\\\$LD_PRELOAD:/nonexistent/librspreload.so\"" \
+  "a note when env replaces the preload"
+run_cli "$cli" run -- env FOO=1 true
+checks=$((checks + 1))
+[[ ! -s $err ]] || fail "a note where env sets no LD_PRELOAD: $(cat "$err")"
+
 # --- runs that each have a prefix of their own, as CI jobs ------------------
 # Programs killed with their device open leave their registry and mailbox;
 # the next program of the user that opens a device, whatever its prefix,

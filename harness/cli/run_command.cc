@@ -179,6 +179,26 @@ bool make_device_files_for_program(DeviceFilesChoice choice) {
   return true;
 }
 
+// `softverbs run -- env LD_PRELOAD=X PROGRAM` replaces the preload that
+// brings softverbs: PROGRAM then sees no soft device (and rsocket, say,
+// falls back to TCP without a word). Says how to append instead.
+void warn_of_a_replaced_preload(std::span<char* const> program_and_args) {
+  if (std::filesystem::path(program_and_args[0]).filename() != "env") return;
+  for (const char* arg : program_and_args.subspan(1)) {
+    const std::string_view word = arg;
+    if (word.find('=') == std::string_view::npos) return;  // env's assignments come first
+    if (word.starts_with("LD_PRELOAD=") && word.find("libsoftverbs") == std::string_view::npos) {
+      std::fprintf(stderr,
+                   "softverbs: note: 'env %.*s' replaces the LD_PRELOAD that brings softverbs, "
+                   "so the program sees no soft device; append to it instead: "
+                   "softverbs run -- sh -c 'LD_PRELOAD=\"$LD_PRELOAD:%.*s\" exec PROGRAM'\n",
+                   static_cast<int>(word.size()), word.data(),
+                   static_cast<int>(word.size() - 11), word.data() + 11);
+      return;
+    }
+  }
+}
+
 int exec_program(std::span<char* const> program_and_args) {
   // execvp wants a null-terminated, mutable-looking argv.
   std::vector<char*> argv(program_and_args.begin(), program_and_args.end());
@@ -249,6 +269,7 @@ int run_command(std::span<char* const> args) {
   announce_fault_seed();
   if (!set_ld_preload()) return kExitFailure;
   if (!make_device_files_for_program(device_files_choice(device_files))) return kExitFailure;
+  warn_of_a_replaced_preload(args.subspan(program_at));
   return exec_program(args.subspan(program_at));
 }
 
