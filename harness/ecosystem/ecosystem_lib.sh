@@ -15,12 +15,16 @@
 #                             soft devices (0 if none was seen)
 #   check_traffic [HINT]      checks that some did, keeping the count in
 #                             $frames
+#   wait_for_listener PORT    until a program of the run listens on PORT
 #   fail MESSAGE / finish     count a failure / end with the checks' result
+#   free_tcp_port             (scripts/lib/client-server.sh) a port to use
 #
 # Every test has a shared-memory prefix of its own, so `softverbs stats`
 # sees only its own processes, and removes what that prefix left.
 
 cli=${1:?usage: TEST PATH/TO/softverbs}
+# free_tcp_port: a port below the ephemeral range that nobody listens on.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/client-server.sh"
 cli=$(realpath "$cli")
 export SOFTVERBS_SHM_PREFIX="sveco-${test_name:?}"
 export SOFTVERBS_UDP=0
@@ -109,11 +113,13 @@ check_traffic() {
   ((frames > 0)) || fail "no frame of $watched_program went through the soft devices${1:+ ($1)}"
 }
 
-# A free TCP port for a server to listen on (librdmacm's port space).
-free_port() {
-  local port
-  while :; do
-    port=$((20000 + RANDOM % 20000))
-    ss -Htln "sport = :$port" 2>/dev/null | grep -q . || { echo "$port"; return; }
+# Waits up to 10 s until a program of this run listens on PORT through
+# librdmacm (`softverbs listeners`), rather than sleeping a guess.
+wait_for_listener() {
+  local port=$1 i
+  for ((i = 0; i < 100; i++)); do
+    "$cli" listeners 2>/dev/null | grep -q ":$port " && return 0
+    sleep 0.1
   done
+  return 1
 }

@@ -30,14 +30,11 @@ for verb in write read send; do
   # CPU while its progress thread keeps acknowledging.
   depth=8
   [[ $verb == send ]] && depth=$blocks
-  port=$(free_port)
+  port=$(free_tcp_port)
   start_bounded 40 "$cli" run -- "${fio[@]}" --name=server --port="$port" --rw=read \
     --iodepth="$depth" >"$work/server-$verb.log" 2>&1
   server=$!
-  for ((i = 0; i < 100; i++)); do
-    "$cli" listeners 2>/dev/null | grep -q ":$port " && break
-    sleep 0.1
-  done
+  wait_for_listener "$port"
   # The client writes even for verb=read: fio takes rw=read for the server.
   bounded 30 "$cli" run -- "${fio[@]}" --name=client --hostname=127.0.0.1 --port="$port" \
     --verb="$verb" --rw=write --iodepth=8 >"$work/client-$verb.log" 2>&1

@@ -112,12 +112,9 @@ migrate() {  # migrate LINK_LAYER on|off
   rm -f "$work/dest.ram" "$work"/*.sock
   truncate -s ${ram_mib}M "$work/dest.ram"
 
-  port=$(free_port)
+  port=$(free_tcp_port)
   start_qemu dest -incoming rdma:127.0.0.1:"$port"
-  for ((i = 0; i < 100; i++)); do
-    "$cli" listeners 2>/dev/null | grep -q ":$port " && break
-    sleep 0.1
-  done
+  wait_for_listener "$port"
   start_qemu source
   hmp "$work/dest.sock" "migrate_set_capability rdma-pin-all $pin"
   # The destination stays stopped (-S) after the migration: its RAM is what

@@ -18,14 +18,11 @@ preload=$(dpkg -L librdmacm1 2>/dev/null | grep '/rsocket/librspreload\.so' | he
 # After softverbs' own preloads, not in their place.
 rsocket=("$cli" run -- sh -c "LD_PRELOAD=\$LD_PRELOAD:$preload exec \"\$@\"" rsocket)
 
-port=$(free_port)
+port=$(free_tcp_port)
 watch_traffic iperf
 start_bounded 40 "${rsocket[@]}" iperf -s -p "$port" >"$work/server.log" 2>&1
 server=$!
-for ((i = 0; i < 100; i++)); do
-  "$cli" listeners 2>/dev/null | grep -q ":$port " && break
-  sleep 0.1
-done
+wait_for_listener "$port"
 for streams in 1 4; do
   bounded 30 "${rsocket[@]}" iperf -c 127.0.0.1 -p "$port" -t 3 -P "$streams" >"$work/client-$streams.log" 2>&1
   status=$?

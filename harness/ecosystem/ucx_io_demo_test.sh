@@ -16,17 +16,14 @@ need_packages ucx-utils
 # UCX finds devices through their files as well as their verbs; only the
 # verbs transports and rdmacm, so nothing can go through shared memory.
 ucx=(env UCX_TLS=rc_v,ud_v,rdmacm UCX_NET_DEVICES=softverbs0:1)
-port=$(free_port)
+port=$(free_tcp_port)
 watch_traffic io_demo
 # The server and the client must agree on the largest size (the server
 # asserts it).
 start_bounded 60 "$cli" run --device-files -- "${ucx[@]}" io_demo -p "$port" -q -d 1:65536 >"$work/server.log" 2>&1
 server=$!
 # The server listens once its CM id is bound: wait for it rather than sleep.
-for ((i = 0; i < 100; i++)); do
-  "$cli" listeners 2>/dev/null | grep -q ":$port " && break
-  sleep 0.1
-done
+wait_for_listener "$port"
 bounded 60 "$cli" run --device-files -- "${ucx[@]}" io_demo -p "$port" -q -i 5000 -o read,write \
   -d 1:65536 127.0.0.1 >"$work/client.log" 2>&1
 status=$?
