@@ -185,8 +185,10 @@ class Engine {
   // unless another thread is doing so already. Returns the frames served.
   size_t progress(size_t budget = 64);
   // The same for an application thread (Cq::poll): while it polls, peers
-  // need not ring this process's doorbell.
-  size_t progress_for_application(size_t budget = 64);
+  // need not ring this process's doorbell. When another application thread
+  // is serving, it goes on at once, unless told to wait for the intake.
+  enum class IntakeBusy { kGoOn, kWait };
+  size_t progress_for_application(size_t budget = 64, IntakeBusy when_busy = IntakeBusy::kGoOn);
   // Sleeps on `word` (a futex private to this process) while it holds
   // `expected`, as an application thread blocked for completion events
   // does, and serves the intake meanwhile: a frame that arrives wakes this
@@ -312,7 +314,9 @@ class Engine {
   // holds comes due; no QP has this key (no device has index 2^32-1).
   static constexpr TimerQueue::Key kWireReleaseTimer = UINT64_MAX;
   size_t progress_on_progress_thread(size_t budget);
-  size_t serve_for_application(size_t budget);
+  size_t serve_for_application(size_t budget, IntakeBusy when_busy);
+  // What a thread woken from wait_serving_intake() serves.
+  static constexpr size_t kEventWaiterBudget = 64;
   // How often a poller serves again for frames that came unseen before it
   // leaves that to the progress thread, and how long it looks for the
   // intake the progress thread holds before it waits asleep (pauses).

@@ -55,7 +55,7 @@ size_t Engine::progress_on_progress_thread(size_t budget) {
   return served;
 }
 
-size_t Engine::progress_for_application(size_t budget) {
+size_t Engine::progress_for_application(size_t budget, IntakeBusy when_busy) {
   size_t served = 0;
   // A busy poller that finds nothing takes no lock; timers are looked at on
   // every 16th such poll (a clock read each time would cost more than the
@@ -67,7 +67,7 @@ size_t Engine::progress_for_application(size_t budget) {
     // peers skip the doorbell (see ShmMailbox::begin_poll).
     doorbell_.begin_application_poll();
     if (wire_->may_have_input() || (round == 0 && timers_due_check))
-      served += serve_for_application(budget);
+      served += serve_for_application(budget, when_busy);
     if (!doorbell_.end_application_poll()) return served;
     // A peer skipped the doorbell for a frame this poll did not take: take
     // it now, being here anyway, rather than wake the progress thread (a
@@ -79,9 +79,11 @@ size_t Engine::progress_for_application(size_t budget) {
   }
 }
 
-size_t Engine::serve_for_application(size_t budget) {
+size_t Engine::serve_for_application(size_t budget, IntakeBusy when_busy) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
+  if (!lock.owns_lock() && when_busy == IntakeBusy::kWait) {
+    lock.lock();
+  } else if (!lock.owns_lock()) {
     // Another application thread serves: go on. The progress thread serves
     // for a few microseconds at most, unless it was preempted (an
     // application spinning here on a busy core would keep it off the CPU):
@@ -100,7 +102,11 @@ Errno Engine::wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected
   const int err = futex_wait_either(word, expected, *doorbell, 1);
   if (doorbell_.end_application_sleep()) {
     counters_.intake_by_event_waiter.fetch_add(1, std::memory_order_relaxed);
-    progress_for_application();
+    // Another thread may be serving the very frame that rang. Wait for it
+    // rather than go on: the frame would still be in the ring, the next
+    // sleep would end at once, and this thread would spin on the ring
+    // (taking a core from the thread serving it) until the frame is gone.
+    progress_for_application(kEventWaiterBudget, IntakeBusy::kWait);
   }
   return err == EINTR ? EINTR : 0;
 }
