@@ -7,7 +7,8 @@
 #   - libfabric's fi_pingpong over its shm provider, same sizes;
 #   - the machine's raw limits (bench_limits): a cache line hop between two
 #     processes, a futex wake, memcpy, CMA (process_vm_writev);
-#   - T threads of one context against one thread (bench_threads), the cost
+#   - T threads of one context against one thread (bench_threads), T event-
+#     driven threads ping-ponging with another process (bench_thread_peers), the cost
 #     of creating, connecting and idly holding many RC QPs (bench_qps);
 #   - the Google Benchmark micro-benchmarks (softverbs_bench).
 # Rounds are interleaved: each round runs every measurement once; a figure is
@@ -118,6 +119,8 @@ LIMIT=${BENCH_TIMEOUT:-180}
 DEVICE=${SOFTVERBS_BENCH_DEVICE:-softverbs0}
 cores=$(nproc)
 THREAD_COUNTS=$(seq 1 $((cores < 8 ? cores : 8)) | paste -sd' ')
+# Event-driven threads sleep between messages: more of them than cores.
+PEER_THREAD_COUNTS="1 2 4"
 
 # The measurements of one round, in order. Sizes go one after another so
 # that the figures a target compares (ib_write_bw and CMA of one size, say)
@@ -136,6 +139,7 @@ done
 PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 private_ib_atomic_lat:8 private_ib_atomic_bw:8 hop futex)
 for t in $THREAD_COUNTS; do PLAN+=("threads:$t"); done
 for t in $THREAD_COUNTS; do PLAN+=("threads_send:$t"); done
+for t in $PEER_THREAD_COUNTS; do PLAN+=("thread_peers:$t"); done
 PLAN+=(qps:2 "qps:$QP_COUNT" 'gbench:^hot_')
 ((QUICK)) || PLAN+=('gbench:^rc_.*_pingpong' 'gbench:^rc_write_bandwidth')
 if [[ -n $only ]]; then
@@ -150,7 +154,7 @@ fi
 CLI="$build_dir/harness/cli/softverbs"
 BENCH_BIN="$build_dir/bench"
 [[ -x $CLI ]] || { echo "run-perftest: $CLI is not built; run: bash scripts/build.sh" >&2; exit 2; }
-for program in bench_limits bench_qps bench_threads softverbs_bench; do
+for program in bench_limits bench_qps bench_threads bench_thread_peers softverbs_bench; do
   [[ -x $BENCH_BIN/$program ]] ||
     { echo "run-perftest: $BENCH_BIN/$program is not built (SOFTVERBS_BUILD_BENCH=OFF?); run: bash scripts/build.sh" >&2; exit 2; }
 done

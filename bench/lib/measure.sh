@@ -9,8 +9,9 @@
 #
 # IDs: TOOL:SIZE for perftest (ib_send_lat:8, ib_write_bw:65536 ...;
 # private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0),
-# fi_pingpong:SIZE, cma:SIZE, memcpy:SIZE, hop, futex, threads:T, qps:N and
-# gbench:FILTER (a family of softverbs_bench).
+# fi_pingpong:SIZE, cma:SIZE, memcpy:SIZE, hop, futex, threads:T,
+# threads_send:T, thread_peers:T, qps:N and gbench:FILTER (a family of
+# softverbs_bench).
 #
 # Needs: CLI, BENCH_BIN (the build's bench/ folder), DEVICE, ROUND, SAMPLES,
 # LIMIT (seconds per process), QUICK (0/1), IDLE_SECONDS, THREAD_SECONDS,
@@ -197,6 +198,16 @@ measure_threads() {
   NOTE="$(value_of rate "$RUN_OUT") msg/s in all, $(value_of per_thread "$RUN_OUT") per thread"
 }
 
+# thread_peers:T: T threads each ping-pong 8 B SENDs with a thread of a
+# second process, blocking in ibv_get_cq_event for every completion.
+measure_thread_peers() {
+  local id=$1 threads=${1#*:}
+  run_program "$id" "$CLI" run -- "$BENCH_BIN/bench_thread_peers" "$threads" "$THREAD_SECONDS" 8 events || return
+  record "$id" rate "$(value_of rate "$RUN_OUT")"
+  record "$id" per_thread "$(value_of per_thread "$RUN_OUT")"
+  NOTE="$(value_of rate "$RUN_OUT") round trips/s in all, $(value_of per_thread "$RUN_OUT") per thread"
+}
+
 # utime + stime of a process, in clock ticks (fields 14 and 15 of
 # /proc/PID/stat, counted after the command name, which may hold spaces).
 cpu_ticks() {
@@ -316,6 +327,7 @@ measure() {
     fi_pingpong:*) measure_fi_pingpong "$1" ;;
     hop | futex | memcpy:* | cma:*) measure_limit "$1" ;;
     threads:* | threads_send:*) measure_threads "$1" ;;
+    thread_peers:*) measure_thread_peers "$1" ;;
     qps:*) measure_qps "$1" ;;
     gbench:*) measure_gbench "$1" ;;
     *) record_failure "$1" "unknown measurement" ;;

@@ -5,7 +5,7 @@
 # with the fastest and slowest round in brackets; every ratio is taken inside
 # one round (measured side by side) and then reduced the same way.
 #
-# Needs: LIB (this folder), SAMPLES, OUT, ROUNDS, SIZES, THREAD_COUNTS,
+# Needs: LIB (this folder), SAMPLES, OUT, ROUNDS, SIZES, THREAD_COUNTS, PEER_THREAD_COUNTS,
 # QP_COUNT, PLAN (the measurement IDs), BASELINE (a summary.tsv or empty).
 
 declare -A S_TEXT=() S_MED=() ERR_COUNT=() ERR_WHY=() VAL=() PLANNED=()
@@ -149,6 +149,9 @@ targets_table() {
   else
     echo "| threads of one context vs one thread | one core only | – | – | ≥ 0.85x | not run |"
   fi
+  local peers=${PEER_THREAD_COUNTS##* }
+  ratio_row "$peers threads, own QPs, CQs and channels, ping-ponging with another process's, vs $peers x one thread (round trips/s per thread)" \
+    "thread_peers:$peers|per_thread" "thread_peers:1|rate" ge 0.85 rt/s
   absolute_row "CPU of an idle process holding 2 connected RC QPs" "qps:2|idle_cpu_pct" lt 0.2 "% of a core"
   absolute_row "CPU of an idle process holding $QP_COUNT connected RC QPs$(created_note "$QP_COUNT")" \
     "qps:$QP_COUNT|idle_cpu_pct" lt 0.2 "% of a core"
@@ -224,6 +227,12 @@ threads_table() {
       [[ -n $stats ]] && IFS=$'\t' read -r ratio text <<<"$stats" && text+="x"
       echo "| $label | $t | $(cell "$kind:$t" rate) | $(cell "$kind:$t" per_thread) | $text |"
     done
+  done
+  for t in $PEER_THREAD_COUNTS; do
+    stats=$(ratio_stats "thread_peers:$t|per_thread" "thread_peers:1|rate")
+    text=–
+    [[ -n $stats ]] && IFS=$'\t' read -r ratio text <<<"$stats" && text+="x"
+    echo "| SEND ping-pong with another process, events | $t | $(cell "thread_peers:$t" rate) | $(cell "thread_peers:$t" per_thread) | $text |"
   done
 }
 
@@ -340,7 +349,10 @@ report_body() {
   echo
   echo "bench_threads: each thread streams 8 B RDMA WRITEs (SENDs, with the receives taken and posted"
   echo "again by the same thread) on its own loopback pair of RC QPs with its own CQs and memory region,"
-  echo "32 in flight, for ${THREAD_SECONDS} s. Both operations have a target row."
+  echo "32 in flight, for ${THREAD_SECONDS} s. bench_thread_peers: each thread ping-pongs 8 B SENDs with"
+  echo "a thread of a second (forked) process, own QP, CQ and completion channel on both sides, and"
+  echo "blocks in ibv_get_cq_event for every completion (as rsocket does); the figures are round trips."
+  echo "Each kind has a target row."
   echo
   threads_table
   echo
