@@ -82,13 +82,16 @@ size_t Engine::progress_for_application(size_t budget, IntakeBusy when_busy) {
 size_t Engine::serve_for_application(size_t budget, IntakeBusy when_busy) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
-    // Another application thread serves: go on, unless told to wait. A
-    // pass of intake lasts a few microseconds, unless its thread was
-    // preempted (an application spinning here on a busy core would keep
-    // it off the CPU): look again briefly, then wait for it asleep.
-    if (when_busy == IntakeBusy::kGoOn && !intake_on_progress_thread_.load(std::memory_order_relaxed))
-      return 0;
-    for (int spin = 0; spin < kIntakeSpins && !lock.try_lock(); ++spin) cpu_relax();
+    // Another application thread serves: go on, unless told to wait (then
+    // asleep: on a busy machine a spin here takes the CPU from threads
+    // with work). The progress thread serves for a few microseconds at
+    // most, unless it was preempted (an application spinning here on a
+    // busy core would keep it off the CPU): look again briefly, then wait
+    // for it asleep.
+    const bool progress_thread_serves = intake_on_progress_thread_.load(std::memory_order_relaxed);
+    if (!progress_thread_serves && when_busy == IntakeBusy::kGoOn) return 0;
+    for (int spin = 0; progress_thread_serves && spin < kIntakeSpins && !lock.try_lock(); ++spin)
+      cpu_relax();
     if (!lock.owns_lock()) lock.lock();
   }
   return serve_intake_locked(budget);
