@@ -3,13 +3,18 @@
 // can put them side by side:
 //   hop ITERATIONS    one-way latency of a value bouncing through one shared
 //                     cache line between two busy-polling processes
+//   stalls ITERATIONS the same hop timed one round trip at a time: how often
+//                     the machine stops a busy process for a while (the
+//                     hypervisor, interrupts), which no transport's tail
+//                     latency can beat
 //   futex ITERATIONS  the same hop when each side sleeps in FUTEX_WAIT and is
 //                     woken by FUTEX_WAKE (what a doorbell costs)
 //   memcpy BYTES      memcpy bandwidth inside one process
 //   cma BYTES         process_vm_writev bandwidth into another process (the
 //                     one-copy path of softverbs' large payloads)
 // Each prints one line of key=value pairs on stdout: the median of a few
-// batches and the fastest and slowest batch. Errors go to stderr, exit 1.
+// batches and the fastest and slowest batch (stalls: its own figures).
+// Errors go to stderr, exit 1.
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -123,6 +128,43 @@ void hop(uint64_t iterations) {
   reap(child);
   print_spread("one_way_ns", one_way_ns);
   std::printf(" iterations=%llu\n", static_cast<unsigned long long>(total));
+}
+
+// A round trip slower than this was stalled: a hop takes a few hundred ns.
+constexpr double kStallNs = 1000;
+
+void stalls(uint64_t iterations) {
+  auto* line = shared_object<SharedWord>();
+  const pid_t child = fork_child([&] {
+    for (uint64_t i = 0; i < iterations; ++i) {
+      const auto odd = static_cast<uint32_t>(2 * i + 1);
+      if (!spin_until(line->value, odd)) return 1;
+      line->value.store(odd + 1, std::memory_order_release);
+    }
+    return 0;
+  });
+  std::vector<double> round_trip_ns(iterations);
+  std::vector<double> stalled_at_us;
+  const auto start = Clock::now();
+  for (uint64_t i = 0; i < iterations; ++i) {
+    const auto begin = Clock::now();
+    line->value.store(static_cast<uint32_t>(2 * i + 1), std::memory_order_release);
+    if (!spin_until(line->value, static_cast<uint32_t>(2 * i + 2))) fail("the child stopped answering");
+    const auto end = Clock::now();
+    round_trip_ns[i] = std::chrono::duration<double, std::nano>(end - begin).count();
+    if (round_trip_ns[i] > kStallNs)
+      stalled_at_us.push_back(std::chrono::duration<double, std::micro>(begin - start).count());
+  }
+  const double elapsed_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  reap(child);
+  std::sort(round_trip_ns.begin(), round_trip_ns.end());
+  const auto at = [&](double fraction) {
+    return round_trip_ns[std::min<size_t>(iterations - 1, static_cast<size_t>(fraction * iterations))] / 2;
+  };
+  std::printf("one_way_ns=%.6g p99_ns=%.6g p999_ns=%.6g stalled_pct=%.4g stall_every_us=%.6g iterations=%llu\n",
+              at(0.5), at(0.99), at(0.999), 100.0 * stalled_at_us.size() / iterations,
+              stalled_at_us.empty() ? elapsed_us : elapsed_us / stalled_at_us.size(),
+              static_cast<unsigned long long>(iterations));
 }
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
@@ -261,7 +303,8 @@ uint64_t parse_count(const char* text, const char* what) {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: bench_limits hop ITERATIONS | futex ITERATIONS | memcpy BYTES | cma BYTES\n");
+               "usage: bench_limits hop ITERATIONS | stalls ITERATIONS | futex ITERATIONS | memcpy BYTES |"
+               " cma BYTES\n");
 }
 
 }  // namespace
@@ -274,6 +317,8 @@ int main(int argc, char** argv) {
   const std::string_view mode = argv[1];
   if (mode == "hop") {
     hop(parse_count(argv[2], "iteration count"));
+  } else if (mode == "stalls") {
+    stalls(parse_count(argv[2], "iteration count"));
   } else if (mode == "futex") {
     futex_hop(parse_count(argv[2], "iteration count"));
   } else if (mode == "memcpy") {

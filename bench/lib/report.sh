@@ -212,10 +212,27 @@ limits_table() {
   echo "| limit | figure |"
   echo "|---|---:|"
   echo "| a cache line bouncing between two busy-polling processes, one-way | $(cell hop one_way_ns ns) |"
+  echo "| the same hop timed one round trip at a time: 99th percentile, one-way | $(cell stalls p99_ns ns) |"
+  echo "| the same: 99.9th percentile, one-way | $(cell stalls p999_ns ns) |"
+  echo "| round trips of that hop stalled by the machine (above 1 µs) | $(cell stalls stalled_pct %) |"
+  echo "| time between two such stalls, on average | $(cell stalls stall_every_us us) |"
   echo "| the same hop when the receiver sleeps in FUTEX_WAIT (a doorbell), one-way | $(cell futex one_way_us us) |"
   echo "| one process_vm_writev call of 8 B | $(cell cma:8 call_us us) |"
   echo "| process_vm_writev 1 MiB | $(cell cma:1048576 gbps GB/s) |"
   echo "| memcpy 1 MiB | $(cell memcpy:1048576 gbps GB/s) |"
+}
+
+# What the machine's stalls do to a ping-pong's tail: a round trip of R µs
+# meets one about every (time between stalls / R) round trips.
+stalls_note() {
+  local every=${S_MED[stalls|stall_every_us]:-} one_way=${S_MED[ib_send_lat:8|typical_us]:-}
+  [[ -n $every && -n $one_way ]] || return 0
+  echo
+  awk -v every="$every" -v one_way="$one_way" 'BEGIN {
+    n = every / (2 * one_way)
+    printf "A round trip of ib_send_lat -s 8 (%.2g us) meets a stall of the machine about every %.0f round trips", 2 * one_way, n
+    if (n < 100) printf ": more often than one in a hundred, so its 99th percentile measures the machine, not the transport"
+    print "." }'
 }
 
 threads_table() {
@@ -348,6 +365,7 @@ report_body() {
   echo "$h Raw limits of this machine"
   echo
   limits_table
+  stalls_note
   echo
   echo "$h Threads of one context"
   echo
