@@ -43,7 +43,6 @@ struct Lane {
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;
   std::unique_ptr<char[]> buffer;
-  bool armed = false;
   std::atomic<uint64_t> round_trips{0};
   std::string error;
 };
@@ -70,10 +69,7 @@ bool open_lane(ibv_context* context, ibv_pd* pd, const Options& options, Lane& l
 
 void close_lane(Lane& lane) {
   if (lane.qp) ibv_destroy_qp(lane.qp);
-  if (lane.cq) {
-    if (lane.armed) ibv_ack_cq_events(lane.cq, 0);
-    ibv_destroy_cq(lane.cq);
-  }
+  if (lane.cq) ibv_destroy_cq(lane.cq);
   if (lane.channel) ibv_destroy_comp_channel(lane.channel);
   if (lane.mr) ibv_dereg_mr(lane.mr);
 }
