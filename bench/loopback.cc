@@ -58,6 +58,19 @@ ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, uint32_t dept
   return qp;
 }
 
+bool post_one_receive(ibv_qp* qp, void* address, uint32_t bytes, uint32_t lkey, std::string& error) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(address), bytes, lkey};
+  ibv_recv_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(qp, &wr, &bad)) {
+    error = describe("ibv_post_recv", rc);
+    return false;
+  }
+  return true;
+}
+
 bool connect_loopback(ibv_qp* qp, const LoopbackPort& port, uint32_t remote_qpn, std::string& error) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;

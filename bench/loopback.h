@@ -23,6 +23,9 @@ struct LoopbackPort {
 // An RC QP with `depth` send and receive WRs of one SGE each.
 ibv_qp* create_rc_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, uint32_t depth, std::string& error);
 
+// Posts one receive of `bytes` at `address` (in the MR of `lkey`).
+bool post_one_receive(ibv_qp* qp, void* address, uint32_t bytes, uint32_t lkey, std::string& error);
+
 // RESET -> INIT -> RTR -> RTS towards `remote_qpn` on the same port.
 bool connect_loopback(ibv_qp* qp, const LoopbackPort& port, uint32_t remote_qpn, std::string& error);
 

@@ -74,15 +74,9 @@ void close_lane(Lane& lane) {
   if (lane.mr) ibv_dereg_mr(lane.mr);
 }
 
+// A receive into the second half of the lane's buffer.
 bool post_receive(Lane& lane, uint32_t bytes) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(lane.buffer.get() + bytes), bytes, lane.mr->lkey};
-  ibv_recv_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(lane.qp, &wr, &bad) == 0) return true;
-  lane.error = "ibv_post_recv failed";
-  return false;
+  return post_one_receive(lane.qp, lane.buffer.get() + bytes, bytes, lane.mr->lkey, lane.error);
 }
 
 bool post_send(Lane& lane, uint32_t bytes, uint32_t immediate) {

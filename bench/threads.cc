@@ -70,14 +70,7 @@ void close_lane(Lane& lane) {
 
 // A receive into the second half of the lane's buffer.
 bool post_receive(Lane& lane, uint32_t bytes) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(lane.buffer.get() + bytes), bytes, lane.mr->lkey};
-  ibv_recv_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(lane.qp_b, &wr, &bad) == 0) return true;
-  lane.error = "ibv_post_recv failed";
-  return false;
+  return post_one_receive(lane.qp_b, lane.buffer.get() + bytes, bytes, lane.mr->lkey, lane.error);
 }
 
 // The receiving QP's completions, each receive posted again.
