@@ -1,6 +1,7 @@
-// RC QPs of one process connected to each other through their soft device
-// (loopback pairs), public verbs API only. The scale and thread programs of
-// the bench use them: no second process, no connection exchange.
+// RC QPs connected through their soft device (loopback pairs), public verbs
+// API only. The scale and thread programs of the bench use them: no
+// connection exchange, as both ends sit on the same port (bench_thread_peers
+// connects QPs of two processes so, having told each other the QPNs).
 #pragma once
 
 #include <infiniband/verbs.h>
