@@ -103,25 +103,36 @@ bool spin_until(const std::atomic<uint32_t>& word, uint32_t expected) {
   return true;
 }
 
+// The other end of a hop: a child that answers each of `round_trips` odd
+// values with the next even one.
+pid_t fork_answerer(SharedWord& line, uint64_t round_trips) {
+  return fork_child([&line, round_trips] {
+    for (uint64_t i = 0; i < round_trips; ++i) {
+      const auto odd = static_cast<uint32_t>(2 * i + 1);
+      if (!spin_until(line.value, odd)) return 1;
+      line.value.store(odd + 1, std::memory_order_release);
+    }
+    return 0;
+  });
+}
+
+// Round trip `i` through the answerer.
+void round_trip(SharedWord& line, uint64_t i) {
+  line.value.store(static_cast<uint32_t>(2 * i + 1), std::memory_order_release);
+  if (!spin_until(line.value, static_cast<uint32_t>(2 * i + 2))) fail("the child stopped answering");
+}
+
 void hop(uint64_t iterations) {
   auto* line = shared_object<SharedWord>();
   const uint64_t per_batch = std::max<uint64_t>(iterations / kBatches, 1);
   const uint64_t total = per_batch * kBatches;
-  const pid_t child = fork_child([&] {
-    for (uint64_t i = 0; i < total; ++i) {
-      const auto odd = static_cast<uint32_t>(2 * i + 1);
-      if (!spin_until(line->value, odd)) return 1;
-      line->value.store(odd + 1, std::memory_order_release);
-    }
-    return 0;
-  });
+  const pid_t child = fork_answerer(*line, total);
   std::vector<double> one_way_ns;
   uint64_t i = 0;
   for (int batch = 0; batch < kBatches; ++batch) {
     const auto begin = Clock::now();
     for (uint64_t k = 0; k < per_batch; ++k, ++i) {
-      line->value.store(static_cast<uint32_t>(2 * i + 1), std::memory_order_release);
-      if (!spin_until(line->value, static_cast<uint32_t>(2 * i + 2))) fail("the child stopped answering");
+      round_trip(*line, i);
     }
     one_way_ns.push_back(seconds_since(begin) * 1e9 / static_cast<double>(per_batch) / 2);
   }
@@ -136,21 +147,13 @@ constexpr double kStallNs = 1000;
 
 void stalls(uint64_t iterations) {
   auto* line = shared_object<SharedWord>();
-  const pid_t child = fork_child([&] {
-    for (uint64_t i = 0; i < iterations; ++i) {
-      const auto odd = static_cast<uint32_t>(2 * i + 1);
-      if (!spin_until(line->value, odd)) return 1;
-      line->value.store(odd + 1, std::memory_order_release);
-    }
-    return 0;
-  });
+  const pid_t child = fork_answerer(*line, iterations);
   std::vector<double> round_trip_ns(iterations);
   uint64_t stalled = 0;
   const auto start = Clock::now();
   for (uint64_t i = 0; i < iterations; ++i) {
     const auto begin = Clock::now();
-    line->value.store(static_cast<uint32_t>(2 * i + 1), std::memory_order_release);
-    if (!spin_until(line->value, static_cast<uint32_t>(2 * i + 2))) fail("the child stopped answering");
+    round_trip(*line, i);
     round_trip_ns[i] = std::chrono::duration<double, std::nano>(Clock::now() - begin).count();
     if (round_trip_ns[i] > kStallNs) ++stalled;
   }
