@@ -26,6 +26,7 @@
 #include "emulator/same_host/run_frame.h"
 #include "emulator/sync/internal_thread.h"
 #include "emulator/trace/trace_directory.h"
+#include "emulator/wire/futex.h"
 #include "emulator/wire/routed_wire.h"
 #include "emulator/wire/shm_names.h"
 #include "emulator/wire/shm_registry.h"
@@ -199,8 +200,17 @@ Engine::Engine(Config config)
     fault_injector_->set_release_alarm(
         [this](uint64_t release_ns) { schedule_timer(kWireReleaseTimer, release_ns); });
   }
-  if (config.progress_thread)
+  if (config.progress_thread) {
     progress_thread_ = start_internal_thread([this] { progress_thread_main(); });
+    // Peers find this process alive by the liveness page the thread holds:
+    // a peer's first operation must not find it not yet held (on a busy
+    // host the thread may wait for a CPU for milliseconds) and go the slow
+    // way for that MR from then on.
+    // A futex, not atomic::wait: that yields in a loop first, and a
+    // yielding thread waits long beside the raised-priority thread.
+    while (progress_thread_alive_.load(std::memory_order_acquire) == 0)
+      futex_wait_shared(progress_thread_alive_, 0, 0);
+  }
 }
 
 void Engine::stop_own_threads() {

@@ -410,6 +410,9 @@ class Engine {
   std::atomic<uint64_t> progress_sleeps_until_ns_{0};  // 0: not asleep
   std::atomic<uint32_t> fork_gate_{0};        // 1: the progress thread must park
   std::atomic<uint32_t> progress_parked_{0};  // 1: it has
+  // Set once the progress thread holds the liveness page (the constructor
+  // waits for it).
+  std::atomic<uint32_t> progress_thread_alive_{0};
   std::thread progress_thread_;
 };
 

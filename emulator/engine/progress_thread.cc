@@ -23,6 +23,7 @@
 #include "emulator/engine/engine.h"
 #include "emulator/same_host/peer_pages.h"
 #include "emulator/same_host/target_table.h"
+#include "emulator/wire/futex.h"
 
 namespace softverbs {
 namespace {
@@ -79,6 +80,8 @@ void Engine::progress_thread_main() {
   uint64_t last_activity_ns = 0;
   // This thread lives as long as the engine: its death is the process's.
   same_host_.target_table().hold_liveness();
+  progress_thread_alive_.store(1, std::memory_order_release);
+  futex_wake_shared(progress_thread_alive_, 1);
 
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (fork_gate_.load(std::memory_order_acquire) != 0) park_for_fork();
