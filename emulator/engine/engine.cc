@@ -222,6 +222,7 @@ void Engine::stop_own_threads() {
   teardown_hooks_.clear();
   control_server_.reset();
   stopping_.store(true);
+  standing_poll_.withdraw();
   if (progress_thread_.joinable()) {
     doorbell_.wake();
     progress_thread_.join();

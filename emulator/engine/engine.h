@@ -34,6 +34,7 @@
 
 #include "emulator/engine/clock.h"
 #include "emulator/engine/multicast_directory.h"
+#include "emulator/engine/standing_poll.h"
 #include "emulator/engine/timer_queue.h"
 #include "emulator/host/cm_port_directory.h"
 #include "emulator/host/device_config.h"
@@ -189,6 +190,15 @@ class Engine {
   // is serving, it goes on at once, unless told to wait for the intake.
   enum class IntakeBusy { kGoOn, kWait };
   size_t progress_for_application(size_t budget = 64, IntakeBusy when_busy = IntakeBusy::kGoOn);
+  // The same for a thread that polls again and again (Cq::poll): the
+  // announcement stands between its polls (standing_poll.h).
+  size_t poll_for_application(size_t budget = 64);
+  // Such a poll handed the program completions (standing_poll.h).
+  void application_poll_returned() { standing_poll_.returned_completions(); }
+  // An application thread is about to block for completion events
+  // (Cq::arm): peers must ring this process's doorbell again. Serves what
+  // came unrung meanwhile.
+  void withdraw_standing_poll();
   // Sleeps on `word` (a futex private to this process) while it holds
   // `expected`, as an application thread blocked for completion events
   // does, and serves the intake meanwhile: a frame that arrives wakes this
@@ -360,6 +370,7 @@ class Engine {
 
   std::unique_ptr<Wire> wire_;
   Doorbell& doorbell_;
+  StandingPoll standing_poll_{doorbell_};
   std::unique_ptr<QpnSource> qpns_;
   const Clock* clock_;
   std::shared_ptr<void> keepalive_;

@@ -79,6 +79,19 @@ size_t Engine::progress_for_application(size_t budget, IntakeBusy when_busy) {
   }
 }
 
+size_t Engine::poll_for_application(size_t budget) {
+  standing_poll_.poll();
+  const bool timers_due_check = (++application_polls_ & 15) == 0 &&
+                                timers_.next_deadline_ns() != UINT64_MAX;
+  if (!wire_->may_have_input() && !timers_due_check) return 0;
+  return serve_for_application(budget, IntakeBusy::kGoOn);
+}
+
+void Engine::withdraw_standing_poll() {
+  // A frame that came unrung: serve it here, being here anyway.
+  if (standing_poll_.withdraw()) progress_for_application();
+}
+
 size_t Engine::serve_for_application(size_t budget, IntakeBusy when_busy) {
   std::unique_lock lock(intake_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
@@ -99,6 +112,8 @@ size_t Engine::serve_for_application(size_t budget, IntakeBusy when_busy) {
 
 Errno Engine::wait_serving_intake(std::atomic<uint32_t>& word, uint32_t expected) {
   if (!futex_wait_either_available()) return ENOSYS;
+  // Senders leave frames to a standing poll rather than ring this thread.
+  withdraw_standing_poll();
   std::atomic<uint32_t>* doorbell = doorbell_.begin_application_sleep();
   if (!doorbell) return ENOSYS;
   const int err = futex_wait_either(word, expected, *doorbell, 1);

@@ -93,10 +93,15 @@ void Engine::progress_thread_main() {
       // what comes. Stay out of its way, asleep: a nap would take the CPU
       // from it on every wake-up. Peers skip the doorbell while it polls,
       // and the last poller to leave a frame behind wakes this thread.
-      if (application_serves && serve_due_timers_beside_poller())
-        sleep_until_woken(SleepUntil::kNoOnePolls);
-      else
+      if (!application_serves || !serve_due_timers_beside_poller()) {
         nap(kYieldToApplicationNs);  // it serves outside a poll, briefly
+      } else if (standing_poll_.lapsed(clock_->now_ns())) {
+        // The program polled, then went on to other work: frames that
+        // came meanwhile are this thread's (served on the next round).
+        standing_poll_.withdraw();
+      } else {
+        sleep_until_woken(SleepUntil::kNoOnePolls);
+      }
       continue;
     }
     if (served != 0) {
@@ -154,6 +159,9 @@ void Engine::sleep_until_woken(SleepUntil until) {
   const uint64_t now = clock_->now_ns();
   uint64_t sleep = sleep_ns_until(timers_.next_deadline_ns(), now);
   if (sleep == 0) return;
+  // Beside a standing poll, looking now and then whether it lapsed.
+  if (until == SleepUntil::kNoOnePolls && standing_poll_.standing())
+    sleep = std::min(sleep, StandingPoll::kLeaseNs);
   progress_sleeps_until_ns_.store(now + sleep, std::memory_order_seq_cst);
   // A timer armed since the look above saw no sleeper to wake: look again
   // now that the sleep is published (see Engine::schedule_timer).

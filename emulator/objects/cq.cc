@@ -55,7 +55,7 @@ void Cq::Impl::push(const Completion& completion, bool solicited) {
 int Cq::poll(std::span<Completion> out) {
   Impl& cq = *impl_;
   cq.polls.store(cq.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (cq.ready() < out.size()) cq.engine->progress_for_application();
+  if (cq.ready() < out.size()) cq.engine->poll_for_application();
   if (cq.ready() == 0 && !cq.overflowed.load(std::memory_order_relaxed)) return 0;
   std::lock_guard lock(cq.mutex);
   if (cq.overflowed) return -1;
@@ -64,14 +64,20 @@ int Cq::poll(std::span<Completion> out) {
   size_t n = 0;
   while (n < out.size() && h != t) out[n++] = cq.ring[h++ % cq.ring.size()];
   cq.head.store(h, std::memory_order_release);
+  if (n != 0) cq.engine->application_poll_returned();
   return static_cast<int>(n);
 }
 
 Errno Cq::arm(bool solicited_only) {
-  std::lock_guard lock(impl_->mutex);
-  // "Next" wins over "solicited" until the event fires (IBTA 11.4.2.2).
-  if (impl_->arm != Impl::Arm::kNext)
-    impl_->arm = solicited_only ? Impl::Arm::kSolicited : Impl::Arm::kNext;
+  {
+    std::lock_guard lock(impl_->mutex);
+    // "Next" wins over "solicited" until the event fires (IBTA 11.4.2.2).
+    if (impl_->arm != Impl::Arm::kNext)
+      impl_->arm = solicited_only ? Impl::Arm::kSolicited : Impl::Arm::kNext;
+  }
+  // The program is about to wait for the event: peers must ring again.
+  // After arming, so a completion served here raises the event.
+  impl_->engine->withdraw_standing_poll();
   return 0;
 }
 

@@ -26,8 +26,19 @@ class Doorbell {
   // when a frame may have arrived unseen: the caller must then wake().
   virtual void begin_application_poll() {}
   virtual bool end_application_poll() { return false; }
+  // The same for an announcement that stands between polls (emulator/
+  // engine/standing_poll.h): senders count it only while the waiter sleeps
+  // beside pollers (it then wakes now and then to see whether the polls
+  // went on), not while it sleeps unaware of them.
+  virtual void begin_standing_poll() { begin_application_poll(); }
+  virtual bool end_standing_poll() { return end_application_poll(); }
   // True while an application thread of this process is inside a poll.
   virtual bool application_polling() const { return false; }
+  // An announcement that stands between polls (emulator/engine/
+  // standing_poll.h) is paused: a poll returned completions, and the
+  // program may not poll again soon. Senders treat it as no poller until
+  // it resumes at the next poll.
+  virtual void pause_application_poll(bool paused) { (void)paused; }
   // As wait(), but frames that come while an application thread polls are
   // left to it: the sleep ends for a frame that comes with no one polling,
   // one the last poller leaves unseen (it wakes), wake(), or `timeout_ns`.

@@ -93,6 +93,47 @@ TEST_F(ShmDoorbellTest, AFrameThatComesWhileAnApplicationThreadPollsIsLeftToIt) 
   EXPECT_TRUE(woke_.load());
 }
 
+// A standing announcement (emulator/engine/standing_poll.h) is left the
+// frame only while the sleeper sleeps beside pollers (it then wakes now
+// and then to see whether the polls went on) and it is not paused.
+TEST_F(ShmDoorbellTest, AStandingPollerIsLeftTheFrameOnlyWhileTheSleeperKnowsOfIt) {
+  consumer_->begin_poll(ShmMailbox::Poll::kStanding);
+  sleep_while_polled();
+  push(1);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(woke_.load()) << "woken for a frame the standing poller takes";
+  consumer_->wake();
+  sleeper_.join();
+  std::span<const uint8_t> frame;
+  ASSERT_TRUE(consumer_->peek(frame));
+  consumer_->release_peeked();
+
+  // A sleep that does not know of pollers: rung, the announcement stands or not.
+  woke_ = false;
+  sleep_until_frame();
+  push(2);
+  wait_for([this] { return woke_.load(); });
+  EXPECT_TRUE(woke_.load()) << "a sleeper unaware of the standing poller was not rung";
+  sleeper_.join();
+  EXPECT_TRUE(consumer_->end_poll(ShmMailbox::Poll::kStanding));
+  EXPECT_FALSE(consumer_->polling());
+}
+
+TEST_F(ShmDoorbellTest, APausedStandingPollerIsNotLeftTheFrame) {
+  consumer_->begin_poll(ShmMailbox::Poll::kStanding);
+  EXPECT_TRUE(consumer_->polling());
+  consumer_->set_poll_paused(true);
+  EXPECT_FALSE(consumer_->polling()) << "a paused announcement still counts as a poller";
+  sleep_while_polled();
+  push(1);
+  wait_for([this] { return woke_.load(); });
+  EXPECT_TRUE(woke_.load()) << "the sleeper was left asleep beside a paused poller";
+  sleeper_.join();
+  consumer_->set_poll_paused(false);
+  EXPECT_TRUE(consumer_->polling());
+  consumer_->end_poll(ShmMailbox::Poll::kStanding);
+}
+
 TEST_F(ShmDoorbellTest, TheLastPollerOutReportsAFrameThatCameBeforeTheSleep) {
   // The frame comes while the consumer is awake (no doorbell, no mark);
   // then it sleeps, leaving the frame to the poller, which leaves.

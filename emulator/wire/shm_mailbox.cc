@@ -17,7 +17,9 @@ namespace {
 // MailboxHeader::pollers: how many application threads poll, a mark that
 // a producer skipped the doorbell because of them, and how many polls
 // began (wrapping).
-constexpr uint32_t kPollerCountMask = (1u << 15) - 1;
+constexpr uint32_t kPollerCountMask = (1u << 14) - 1;
+// One of the pollers counted is the standing announcement.
+constexpr uint32_t kStandingPoller = 1u << 14;
 constexpr uint32_t kDoorbellSkipped = 1u << 15;
 constexpr uint32_t kPollEpochShift = 16;
 
@@ -245,7 +247,7 @@ ClaimResult ShmMailbox::try_push(std::span<const uint8_t> frame) {
 void ShmMailbox::ring_doorbell() {
   const uint32_t sleeping = header().consumer_sleeping.load(std::memory_order_seq_cst);
   const uint32_t application = header().application_sleeping.load(std::memory_order_seq_cst);
-  if ((sleeping == kAwake && application == 0) || leave_to_poller()) return;
+  if ((sleeping == kAwake && application == 0) || leave_to_poller(sleeping)) return;
   if (application != 0 && wake_application_sleeper()) return;
   if (sleeping == kAwake) return;
   if (sleeping == kAsleepBesidePollers) {
@@ -255,19 +257,30 @@ void ShmMailbox::ring_doorbell() {
     for (uint32_t round = 1;; ++round) {
       cpu_relax();
       if (header().consumer_sleeping.load(std::memory_order_seq_cst) == kAwake) return;
-      if (leave_to_poller()) return;
+      if (leave_to_poller(kAsleepBesidePollers)) return;
       if (round % 64 == 0 && monotonic_ns() >= give_up_ns) break;
     }
   }
   wake_sleeper();
 }
 
-bool ShmMailbox::leave_to_poller() {
+uint32_t ShmMailbox::pollers_counted(uint32_t pollers, uint32_t sleeping,
+                                     std::memory_order order) const {
+  const uint32_t count = pollers & kPollerCountMask;
+  // A standing announcement counts while the consumer sleeps beside pollers
+  // (it looks now and then whether the polls went on) and it is not paused.
+  const bool standing_counts = (pollers & kStandingPoller) == 0 ||
+                               (sleeping != kAsleep && header().poll_paused.load(order) == 0);
+  return standing_counts || count == 0 ? count : count - 1;
+}
+
+bool ShmMailbox::leave_to_poller(uint32_t sleeping) {
   // A poller of the owning process serves the frame; the last poller to
   // leave learns from the mark that a doorbell was skipped (end_poll()).
   std::atomic<uint32_t>& pollers = header().pollers;
-  return (pollers.load(std::memory_order_seq_cst) & kPollerCountMask) != 0 &&
-         (pollers.fetch_or(kDoorbellSkipped, std::memory_order_seq_cst) & kPollerCountMask) != 0;
+  constexpr std::memory_order kOrder = std::memory_order_seq_cst;
+  return pollers_counted(pollers.load(kOrder), sleeping, kOrder) != 0 &&
+         pollers_counted(pollers.fetch_or(kDoorbellSkipped, kOrder), sleeping, kOrder) != 0;
 }
 
 void ShmMailbox::wake_sleeper() {
@@ -317,17 +330,24 @@ bool ShmMailbox::end_application_sleep() {
   return rung;
 }
 
-void ShmMailbox::begin_poll() {
-  header().pollers.fetch_add(1 + (1u << kPollEpochShift), std::memory_order_seq_cst);
+void ShmMailbox::begin_poll(Poll poll) {
+  const uint32_t standing = poll == Poll::kStanding ? kStandingPoller : 0;
+  header().pollers.fetch_add(1 + standing + (1u << kPollEpochShift), std::memory_order_seq_cst);
 }
 
 bool ShmMailbox::polling() const {
-  return (header().pollers.load(std::memory_order_relaxed) & kPollerCountMask) != 0;
+  constexpr std::memory_order kOrder = std::memory_order_relaxed;
+  return pollers_counted(header().pollers.load(kOrder), kAsleepBesidePollers, kOrder) != 0;
 }
 
-bool ShmMailbox::end_poll() {
+void ShmMailbox::set_poll_paused(bool paused) {
+  header().poll_paused.store(paused ? 1 : 0, std::memory_order_release);
+}
+
+bool ShmMailbox::end_poll(Poll poll) {
   std::atomic<uint32_t>& pollers = header().pollers;
-  const uint32_t before = pollers.fetch_sub(1, std::memory_order_seq_cst);
+  const uint32_t standing = poll == Poll::kStanding ? kStandingPoller : 0;
+  const uint32_t before = pollers.fetch_sub(1 + standing, std::memory_order_seq_cst);
   if ((before & kPollerCountMask) != 1) return false;
   // The last poller out. A producer skipped the doorbell, or the waiter
   // sleeps in wait_while_polled() (it left the frames to us): a frame that
@@ -543,7 +563,8 @@ uint32_t ShmMailbox::announce_sleep(bool pollers_now) {
 }
 
 bool ShmMailbox::polling_seq_cst() const {
-  return (header().pollers.load(std::memory_order_seq_cst) & kPollerCountMask) != 0;
+  constexpr std::memory_order kOrder = std::memory_order_seq_cst;
+  return pollers_counted(header().pollers.load(kOrder), kAsleepBesidePollers, kOrder) != 0;
 }
 
 void ShmMailbox::wake() {

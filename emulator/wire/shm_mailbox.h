@@ -135,9 +135,17 @@ class ShmMailbox {
   // ring. end_poll() returns true when a frame is waiting that the poll may
   // not have seen and the waiter sleeps or a doorbell was skipped: the
   // caller must serve it or wake() the waiter.
-  void begin_poll();
-  bool end_poll();
+  // kStanding: the announcement stands between polls (at most one per
+  // process, emulator/engine/standing_poll.h); producers count it only
+  // while the consumer sleeps beside pollers and it is not paused.
+  enum class Poll { kThisCall, kStanding };
+  void begin_poll(Poll poll = Poll::kThisCall);
+  bool end_poll(Poll poll = Poll::kThisCall);
+  // Whether an application thread polls, and its announcement not paused.
   bool polling() const;
+  // A standing announcement (emulator/engine/standing_poll.h) is between
+  // polls, or polled again: while paused, producers treat it as no poller.
+  void set_poll_paused(bool paused);
 
   // An application thread of the owning process that is about to block for
   // completion events sleeps on the returned word (holding 1) beside its
@@ -221,8 +229,11 @@ class ShmMailbox {
   }
   bool has_ready_frame(std::memory_order order = std::memory_order_acquire) const;
   bool polling_seq_cst() const;
-  // Producer: true when a polling application thread will take the frame.
-  bool leave_to_poller();
+  // Producer: true when a polling application thread will take the frame
+  // (the consumer sleeping as `sleeping` says).
+  bool leave_to_poller(uint32_t sleeping);
+  // How many of `pollers` (MailboxHeader::pollers) a producer counts.
+  uint32_t pollers_counted(uint32_t pollers, uint32_t sleeping, std::memory_order order) const;
   // Consumer: publishes its sleep, and how (see ring_doorbell()).
   uint32_t announce_sleep(bool pollers_now);
   bool help_past_set_back_claim(uint64_t& position);

@@ -34,7 +34,8 @@ inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
 // 7: `application_sleeping`, an application thread of the owner that
 // serves the ring itself while it waits for completion events.
 // 8: `served_position`, how far the owner has served its ring (fair timers).
-inline constexpr uint32_t kMailboxVersion = 8;
+// 9: `poll_paused`: the owner's standing poll announcement is between polls.
+inline constexpr uint32_t kMailboxVersion = 9;
 
 // After the slots: the owner's target area (emulator/same_host/target_table_layout.h),
 // which peers map with the mailbox. The wire knows only its size.
@@ -88,6 +89,11 @@ struct MailboxHeader {
   // consumer sleeps.
   alignas(64) std::atomic<uint32_t> pollers;
   std::atomic<uint32_t> accepting_runs;  // the owner pulls runs' payloads (see run_frame.h)
+  // 1 while the owner's standing poll announcement (emulator/engine/
+  // standing_poll.h) is between polls: a poll returned completions and the
+  // program has not polled since. Producers then treat it as no poller.
+  // Written with plain stores, beside `pollers` so producers read both at once.
+  std::atomic<uint32_t> poll_paused;
   // The consumer's position at the end of its last pass of intake: every
   // frame before it has been served and answered. Producers read it only
   // when a local ACK timeout expires (emulator/same_host/fair_timeout.h).

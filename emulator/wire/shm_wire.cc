@@ -327,7 +327,13 @@ void ShmWire::begin_application_poll() { inbox_->begin_poll(); }
 
 bool ShmWire::end_application_poll() { return inbox_->end_poll(); }
 
+void ShmWire::begin_standing_poll() { inbox_->begin_poll(ShmMailbox::Poll::kStanding); }
+
+bool ShmWire::end_standing_poll() { return inbox_->end_poll(ShmMailbox::Poll::kStanding); }
+
 bool ShmWire::application_polling() const { return inbox_->polling(); }
+
+void ShmWire::pause_application_poll(bool paused) { inbox_->set_poll_paused(paused); }
 
 void ShmWire::wait_while_application_polls(uint64_t timeout_ns) {
   // Held frames are pushed on by the pollers' polls.

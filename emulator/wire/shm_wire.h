@@ -92,7 +92,10 @@ class ShmWire final : public Wire, public SameHostPeers, public Doorbell {
   void wake() override;
   void begin_application_poll() override;
   bool end_application_poll() override;
+  void begin_standing_poll() override;
+  bool end_standing_poll() override;
   bool application_polling() const override;
+  void pause_application_poll(bool paused) override;
   void wait_while_application_polls(uint64_t timeout_ns) override;
   std::atomic<uint32_t>* begin_application_sleep() override {
     return inbox_->begin_application_sleep();

@@ -1,0 +1,90 @@
+// An application poll announcement that stands between polls.
+//
+// While an application thread polls, peers skip this process's doorbell
+// (Doorbell::begin_application_poll). Said around each poll, the
+// announcement costs two locked writes per poll on a line that every
+// sender reads, so a thread spinning in ibv_poll_cq moved that line back
+// and forth on each frame's way in and out: about a fifth of an 8-byte
+// SEND's one-way time. Here the first poll announces and the
+// announcement stands, each later poll adding one private "beat" (no
+// shared write). It is withdrawn:
+// - when an application thread is about to block for completion events
+//   (ibv_req_notify_cq, the event waiter): senders must ring again;
+// - by the progress thread once no poll came for the lease: a program
+//   that polled, found nothing and went on to other work leaves it behind,
+//   and a frame that came meanwhile waits at most about two leases
+//   instead of being served when it comes;
+// - when the engine stops.
+// A poll after a withdrawal announces again.
+//
+// Between a poll that returned completions and the next poll the
+// announcement is paused (one plain store each way, read by senders with
+// the announcement): a program that got what it polled for and went on to
+// other work has its frames rung for at once, as before; a latency loop
+// back at its poll within 2 µs has them left to it (a sender facing a
+// paused poller waits that long, ShmMailbox::ring_doorbell). The lease
+// catches what is left: a poll that found nothing and was the program's
+// last for a while, and a frame published just as its poller paused.
+//
+// Threads: poll() from any application thread; withdraw() from any;
+// lapsed() from the progress thread only. The announcing and withdrawing
+// take a mutex (a leaf); a poll of a standing announcement takes nothing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "emulator/wire/doorbell.h"
+
+namespace softverbs {
+
+class alignas(64) StandingPoll {
+ public:
+  // How long the announcement stands with no poll before the progress
+  // thread withdraws it, and how often that thread looks meanwhile.
+  static constexpr uint64_t kLeaseNs = 1'000'000;
+
+  explicit StandingPoll(Doorbell& doorbell) : doorbell_(doorbell) {}
+
+  // Called by every application poll, before it looks at the intake: the
+  // first announces (ordered before that look, as Doorbell requires).
+  void poll() {
+    beat_.store(beat_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (!standing_.load(std::memory_order_relaxed)) stand();
+    if (paused_.load(std::memory_order_relaxed) && paused_.exchange(false))
+      doorbell_.pause_application_poll(false);
+  }
+  // A poll returned completions: the program may go on to other work now,
+  // so senders ring again until it polls again (a plain store: it is on
+  // the way of each completion to the program).
+  void returned_completions() {
+    if (standing_.load(std::memory_order_relaxed) && !paused_.load(std::memory_order_relaxed) &&
+        !paused_.exchange(true))
+      doorbell_.pause_application_poll(true);
+  }
+  bool standing() const { return standing_.load(std::memory_order_relaxed); }
+
+  // Withdraws the announcement, if it stands. True when a frame may be
+  // waiting that no one was rung for: the caller must serve the intake or
+  // wake() the doorbell.
+  bool withdraw();
+
+  // Progress thread: whether the announcement stands and no poll came in
+  // the last kLeaseNs before `now_ns` (counted from when it first looks).
+  bool lapsed(uint64_t now_ns);
+
+ private:
+  void stand();
+
+  Doorbell& doorbell_;
+  std::atomic<bool> standing_{false};
+  std::atomic<bool> paused_{false};
+  std::atomic<uint32_t> beat_{0};  // polls, wrapping; a racy count is fine
+  std::mutex transitions_;         // announcing and withdrawing; a leaf
+  // The progress thread's view of the beat.
+  uint32_t beat_seen_ = 0;
+  uint64_t beat_seen_ns_ = 0;
+};
+
+}  // namespace softverbs
