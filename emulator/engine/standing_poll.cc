@@ -2,18 +2,18 @@
 
 namespace softverbs {
 
+// No lock: the doorbell keeps at most one standing announcement and
+// withdraws it once (a second announcement or withdrawal is a no-op), so
+// threads racing here can only leave it withdrawn while `standing_` says
+// otherwise: senders then ring (slower, never stuck) until the next
+// withdrawal and announcement.
 void StandingPoll::stand() {
-  std::lock_guard lock(transitions_);
-  if (standing_.load(std::memory_order_relaxed)) return;
   doorbell_.begin_standing_poll();
   standing_.store(true, std::memory_order_relaxed);
 }
 
 bool StandingPoll::withdraw() {
-  if (!standing_.load(std::memory_order_relaxed)) return false;
-  std::lock_guard lock(transitions_);
-  if (!standing_.load(std::memory_order_relaxed)) return false;
-  standing_.store(false, std::memory_order_relaxed);
+  if (!standing_.load(std::memory_order_relaxed) || !standing_.exchange(false)) return false;
   if (paused_.exchange(false)) doorbell_.pause_application_poll(false);
   return doorbell_.end_standing_poll();
 }

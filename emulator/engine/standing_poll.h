@@ -27,13 +27,11 @@
 // last for a while, and a frame published just as its poller paused.
 //
 // Threads: poll() from any application thread; withdraw() from any;
-// lapsed() from the progress thread only. The announcing and withdrawing
-// take a mutex (a leaf); a poll of a standing announcement takes nothing.
+// lapsed() from the progress thread only. No lock (standing_poll.cc).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 
 #include "emulator/wire/doorbell.h"
 
@@ -81,7 +79,6 @@ class alignas(64) StandingPoll {
   std::atomic<bool> standing_{false};
   std::atomic<bool> paused_{false};
   std::atomic<uint32_t> beat_{0};  // polls, wrapping; a racy count is fine
-  std::mutex transitions_;         // announcing and withdrawing; a leaf
   // The progress thread's view of the beat.
   uint32_t beat_seen_ = 0;
   uint64_t beat_seen_ns_ = 0;

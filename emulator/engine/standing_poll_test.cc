@@ -11,17 +11,22 @@
 namespace softverbs {
 namespace {
 
-// Counts what the announcement says to the doorbell.
+// Counts what the announcement says to the doorbell, which keeps at most
+// one standing announcement and withdraws it once (as ShmMailbox does).
 class CountingDoorbell final : public Doorbell {
  public:
   void wait(uint64_t) override {}
   void wake() override {}
-  void begin_application_poll() override { ++begun; }
-  void pause_application_poll(bool paused) override { pauses += paused ? 1 : -1; }
-  bool end_application_poll() override {
+  void begin_standing_poll() override {
+    if (!standing.exchange(true)) ++begun;
+  }
+  bool end_standing_poll() override {
+    if (!standing.exchange(false)) return false;
     ++ended;
     return frame_left_unseen;
   }
+  void pause_application_poll(bool paused) override { pauses += paused ? 1 : -1; }
+  std::atomic<bool> standing{false};
   std::atomic<int> begun{0};
   std::atomic<int> ended{0};
   std::atomic<int> pauses{0};  // paused minus resumed
@@ -79,6 +84,7 @@ TEST(StandingPoll, ThreadsPollingAndWithdrawingLeaveTheDoorbellBalanced) {
   }
   for (std::thread& thread : threads) thread.join();
   standing.withdraw();
+  EXPECT_FALSE(doorbell.standing) << "an announcement outlived the last withdrawal";
   EXPECT_EQ(doorbell.begun, doorbell.ended) << "announcements and withdrawals do not pair";
   EXPECT_GT(doorbell.begun, 1);
 }

@@ -247,7 +247,8 @@ ClaimResult ShmMailbox::try_push(std::span<const uint8_t> frame) {
 void ShmMailbox::ring_doorbell() {
   const uint32_t sleeping = header().consumer_sleeping.load(std::memory_order_seq_cst);
   const uint32_t application = header().application_sleeping.load(std::memory_order_seq_cst);
-  if ((sleeping == kAwake && application == 0) || leave_to_poller(sleeping)) return;
+  if ((sleeping == kAwake && application == 0) || leave_to_poller(sleeping, application != 0))
+    return;
   if (application != 0 && wake_application_sleeper()) return;
   if (sleeping == kAwake) return;
   if (sleeping == kAsleepBesidePollers) {
@@ -257,7 +258,7 @@ void ShmMailbox::ring_doorbell() {
     for (uint32_t round = 1;; ++round) {
       cpu_relax();
       if (header().consumer_sleeping.load(std::memory_order_seq_cst) == kAwake) return;
-      if (leave_to_poller(kAsleepBesidePollers)) return;
+      if (leave_to_poller(kAsleepBesidePollers, false)) return;
       if (round % 64 == 0 && monotonic_ns() >= give_up_ns) break;
     }
   }
@@ -265,22 +266,26 @@ void ShmMailbox::ring_doorbell() {
 }
 
 uint32_t ShmMailbox::pollers_counted(uint32_t pollers, uint32_t sleeping,
-                                     std::memory_order order) const {
+                                     bool application_sleeps, std::memory_order order) const {
   const uint32_t count = pollers & kPollerCountMask;
   // A standing announcement counts while the consumer sleeps beside pollers
-  // (it looks now and then whether the polls went on) and it is not paused.
-  const bool standing_counts = (pollers & kStandingPoller) == 0 ||
-                               (sleeping != kAsleep && header().poll_paused.load(order) == 0);
+  // (it looks now and then whether the polls went on) and it is not paused,
+  // and not while an application thread sleeps for completion events: the
+  // program waits for events, and that thread serves the frame at once.
+  const bool standing_counts =
+      (pollers & kStandingPoller) == 0 ||
+      (sleeping != kAsleep && !application_sleeps && header().poll_paused.load(order) == 0);
   return standing_counts || count == 0 ? count : count - 1;
 }
 
-bool ShmMailbox::leave_to_poller(uint32_t sleeping) {
+bool ShmMailbox::leave_to_poller(uint32_t sleeping, bool application_sleeps) {
   // A poller of the owning process serves the frame; the last poller to
   // leave learns from the mark that a doorbell was skipped (end_poll()).
   std::atomic<uint32_t>& pollers = header().pollers;
   constexpr std::memory_order kOrder = std::memory_order_seq_cst;
-  return pollers_counted(pollers.load(kOrder), sleeping, kOrder) != 0 &&
-         pollers_counted(pollers.fetch_or(kDoorbellSkipped, kOrder), sleeping, kOrder) != 0;
+  return pollers_counted(pollers.load(kOrder), sleeping, application_sleeps, kOrder) != 0 &&
+         pollers_counted(pollers.fetch_or(kDoorbellSkipped, kOrder), sleeping, application_sleeps,
+                         kOrder) != 0;
 }
 
 void ShmMailbox::wake_sleeper() {
@@ -331,13 +336,24 @@ bool ShmMailbox::end_application_sleep() {
 }
 
 void ShmMailbox::begin_poll(Poll poll) {
-  const uint32_t standing = poll == Poll::kStanding ? kStandingPoller : 0;
-  header().pollers.fetch_add(1 + standing + (1u << kPollEpochShift), std::memory_order_seq_cst);
+  constexpr uint32_t kOnePoll = 1 + (1u << kPollEpochShift);
+  std::atomic<uint32_t>& pollers = header().pollers;
+  if (poll == Poll::kThisCall) {
+    pollers.fetch_add(kOnePoll, std::memory_order_seq_cst);
+    return;
+  }
+  // At most one standing announcement: a second is a no-op, so threads
+  // racing to announce need no lock.
+  uint32_t now = pollers.load(std::memory_order_relaxed);
+  while ((now & kStandingPoller) == 0 &&
+         !pollers.compare_exchange_weak(now, now + kOnePoll + kStandingPoller,
+                                        std::memory_order_seq_cst)) {
+  }
 }
 
 bool ShmMailbox::polling() const {
   constexpr std::memory_order kOrder = std::memory_order_relaxed;
-  return pollers_counted(header().pollers.load(kOrder), kAsleepBesidePollers, kOrder) != 0;
+  return pollers_counted(header().pollers.load(kOrder), kAsleepBesidePollers, false, kOrder) != 0;
 }
 
 void ShmMailbox::set_poll_paused(bool paused) {
@@ -346,8 +362,17 @@ void ShmMailbox::set_poll_paused(bool paused) {
 
 bool ShmMailbox::end_poll(Poll poll) {
   std::atomic<uint32_t>& pollers = header().pollers;
-  const uint32_t standing = poll == Poll::kStanding ? kStandingPoller : 0;
-  const uint32_t before = pollers.fetch_sub(1 + standing, std::memory_order_seq_cst);
+  uint32_t before = 0;
+  if (poll == Poll::kThisCall) {
+    before = pollers.fetch_sub(1, std::memory_order_seq_cst);
+  } else {
+    // Withdrawn once, whoever asks.
+    before = pollers.load(std::memory_order_relaxed);
+    do {
+      if ((before & kStandingPoller) == 0) return false;
+    } while (!pollers.compare_exchange_weak(before, before - 1 - kStandingPoller,
+                                            std::memory_order_seq_cst));
+  }
   if ((before & kPollerCountMask) != 1) return false;
   // The last poller out. A producer skipped the doorbell, or the waiter
   // sleeps in wait_while_polled() (it left the frames to us): a frame that
@@ -564,7 +589,7 @@ uint32_t ShmMailbox::announce_sleep(bool pollers_now) {
 
 bool ShmMailbox::polling_seq_cst() const {
   constexpr std::memory_order kOrder = std::memory_order_seq_cst;
-  return pollers_counted(header().pollers.load(kOrder), kAsleepBesidePollers, kOrder) != 0;
+  return pollers_counted(header().pollers.load(kOrder), kAsleepBesidePollers, false, kOrder) != 0;
 }
 
 void ShmMailbox::wake() {

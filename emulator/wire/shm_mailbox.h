@@ -230,10 +230,12 @@ class ShmMailbox {
   bool has_ready_frame(std::memory_order order = std::memory_order_acquire) const;
   bool polling_seq_cst() const;
   // Producer: true when a polling application thread will take the frame
-  // (the consumer sleeping as `sleeping` says).
-  bool leave_to_poller(uint32_t sleeping);
+  // (the consumer sleeping as `sleeping` says, an application thread of its
+  // asleep for completion events or not).
+  bool leave_to_poller(uint32_t sleeping, bool application_sleeps);
   // How many of `pollers` (MailboxHeader::pollers) a producer counts.
-  uint32_t pollers_counted(uint32_t pollers, uint32_t sleeping, std::memory_order order) const;
+  uint32_t pollers_counted(uint32_t pollers, uint32_t sleeping, bool application_sleeps,
+                           std::memory_order order) const;
   // Consumer: publishes its sleep, and how (see ring_doorbell()).
   uint32_t announce_sleep(bool pollers_now);
   bool help_past_set_back_claim(uint64_t& position);
