@@ -193,8 +193,12 @@ class Engine {
   // The same for a thread that polls again and again (Cq::poll): the
   // announcement stands between its polls (standing_poll.h).
   size_t poll_for_application(size_t budget = 64);
-  // Such a poll handed the program completions (standing_poll.h).
-  void application_poll_returned() { standing_poll_.returned_completions(); }
+  // What such a poll handed the program: completions or none
+  // (standing_poll.h).
+  void application_poll_found(bool completions);
+  // An application thread armed a CQ (Cq::arm): it is about to wait for
+  // events.
+  void application_arms();
   // An application thread is about to block for completion events
   // (Cq::arm): peers must ring this process's doorbell again. Serves what
   // came unrung meanwhile.
@@ -417,6 +421,10 @@ class Engine {
   std::atomic<bool> intake_on_progress_thread_{false};
   // Polls by application threads; a racy count is fine (it spaces timer checks).
   thread_local static inline uint32_t application_polls_ = 0;
+  // Empty polls by this thread since it last armed a CQ, up to
+  // kEmptyPollsToStand: from then on its polls stand (poll_for_application).
+  static constexpr uint32_t kEmptyPollsToStand = 2;
+  thread_local static inline uint32_t empty_polls_since_arming_ = kEmptyPollsToStand;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> progress_sleeps_until_ns_{0};  // 0: not asleep
   std::atomic<uint32_t> fork_gate_{0};        // 1: the progress thread must park

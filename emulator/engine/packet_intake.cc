@@ -80,11 +80,30 @@ size_t Engine::progress_for_application(size_t budget, IntakeBusy when_busy) {
 }
 
 size_t Engine::poll_for_application(size_t budget) {
+  // A thread that armed a CQ since its last two empty polls waits for
+  // events (it polls to drain, arms, polls once more, then sleeps): an
+  // announcement left standing by it would only hold frames back from
+  // the thread the sender would wake. Its polls announce themselves.
+  if (empty_polls_since_arming_ < kEmptyPollsToStand)
+    return progress_for_application(budget);
   standing_poll_.poll();
   const bool timers_due_check = (++application_polls_ & 15) == 0 &&
                                 timers_.next_deadline_ns() != UINT64_MAX;
   if (!wire_->may_have_input() && !timers_due_check) return 0;
   return serve_for_application(budget, IntakeBusy::kGoOn);
+}
+
+void Engine::application_poll_found(bool completions) {
+  if (completions) {
+    standing_poll_.returned_completions();
+  } else if (empty_polls_since_arming_ < kEmptyPollsToStand) {
+    ++empty_polls_since_arming_;
+  }
+}
+
+void Engine::application_arms() {
+  empty_polls_since_arming_ = 0;
+  withdraw_standing_poll();
 }
 
 void Engine::withdraw_standing_poll() {

@@ -56,7 +56,10 @@ int Cq::poll(std::span<Completion> out) {
   Impl& cq = *impl_;
   cq.polls.store(cq.polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (cq.ready() < out.size()) cq.engine->poll_for_application();
-  if (cq.ready() == 0 && !cq.overflowed.load(std::memory_order_relaxed)) return 0;
+  if (cq.ready() == 0 && !cq.overflowed.load(std::memory_order_relaxed)) {
+    cq.engine->application_poll_found(false);
+    return 0;
+  }
   std::lock_guard lock(cq.mutex);
   if (cq.overflowed) return -1;
   uint64_t h = cq.head.load(std::memory_order_relaxed);
@@ -64,7 +67,7 @@ int Cq::poll(std::span<Completion> out) {
   size_t n = 0;
   while (n < out.size() && h != t) out[n++] = cq.ring[h++ % cq.ring.size()];
   cq.head.store(h, std::memory_order_release);
-  if (n != 0) cq.engine->application_poll_returned();
+  cq.engine->application_poll_found(n != 0);
   return static_cast<int>(n);
 }
 
@@ -77,7 +80,7 @@ Errno Cq::arm(bool solicited_only) {
   }
   // The program is about to wait for the event: peers must ring again.
   // After arming, so a completion served here raises the event.
-  impl_->engine->withdraw_standing_poll();
+  impl_->engine->application_arms();
   return 0;
 }
 
