@@ -15,7 +15,11 @@
 //   and a frame that came meanwhile waits at most about two leases
 //   instead of being served when it comes;
 // - when the engine stops.
-// A poll after a withdrawal announces again.
+// A poll after a withdrawal announces again. The engine stands only the
+// polls of a thread that polls without arming a CQ (Engine::
+// poll_for_application); an event-driven thread's last poll before its
+// sleep would leave an announcement that holds frames back from the
+// thread a sender would wake.
 //
 // Between a poll that returned completions and the next poll the
 // announcement is paused (one plain store each way, read by senders with
