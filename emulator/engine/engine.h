@@ -185,13 +185,14 @@ class Engine {
   // Serves up to `budget` arrived frames and the timers that are due,
   // unless another thread is doing so already. Returns the frames served.
   size_t progress(size_t budget = 64);
-  // The same for an application thread (Cq::poll): while it polls, peers
-  // need not ring this process's doorbell. When another application thread
-  // is serving, it goes on at once, unless told to wait for the intake.
+  // The same for an application thread (the event waiter; Cq::poll of a
+  // thread that arms its CQs): while it polls, peers need not ring this
+  // process's doorbell. When another application thread is serving, it
+  // goes on at once, unless told to wait for the intake.
   enum class IntakeBusy { kGoOn, kWait };
   size_t progress_for_application(size_t budget = 64, IntakeBusy when_busy = IntakeBusy::kGoOn);
-  // The same for a thread that polls again and again (Cq::poll): the
-  // announcement stands between its polls (standing_poll.h).
+  // Cq::poll: for a thread that polls again and again without arming a
+  // CQ, the announcement stands between its polls (standing_poll.h).
   size_t poll_for_application(size_t budget = 64);
   // What such a poll handed the program: completions or none
   // (standing_poll.h).
