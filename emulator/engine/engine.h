@@ -330,6 +330,9 @@ class Engine {
   static constexpr TimerQueue::Key kWireReleaseTimer = UINT64_MAX;
   size_t progress_on_progress_thread(size_t budget);
   size_t serve_for_application(size_t budget, IntakeBusy when_busy);
+  // Whether an application poll that finds no frame should serve anyway
+  // for the timers (every 16th poll, when any is armed).
+  bool timers_worth_a_look();
   // What a thread woken from wait_serving_intake() serves.
   static constexpr size_t kEventWaiterBudget = 64;
   // How often a poller serves again for frames that came unseen before it

@@ -55,13 +55,16 @@ size_t Engine::progress_on_progress_thread(size_t budget) {
   return served;
 }
 
-size_t Engine::progress_for_application(size_t budget, IntakeBusy when_busy) {
-  size_t served = 0;
+bool Engine::timers_worth_a_look() {
   // A busy poller that finds nothing takes no lock; timers are looked at on
   // every 16th such poll (a clock read each time would cost more than the
   // rest of the poll).
-  const bool timers_due_check = (++application_polls_ & 15) == 0 &&
-                                timers_.next_deadline_ns() != UINT64_MAX;
+  return (++application_polls_ & 15) == 0 && timers_.next_deadline_ns() != UINT64_MAX;
+}
+
+size_t Engine::progress_for_application(size_t budget, IntakeBusy when_busy) {
+  size_t served = 0;
+  const bool timers_due_check = timers_worth_a_look();
   for (int round = 0;; ++round) {
     // Said around the whole poll, including an empty one: while it lasts,
     // peers skip the doorbell (see ShmMailbox::begin_poll).
@@ -87,8 +90,7 @@ size_t Engine::poll_for_application(size_t budget) {
   if (empty_polls_since_arming_ < kEmptyPollsToStand)
     return progress_for_application(budget);
   standing_poll_.poll();
-  const bool timers_due_check = (++application_polls_ & 15) == 0 &&
-                                timers_.next_deadline_ns() != UINT64_MAX;
+  const bool timers_due_check = timers_worth_a_look();
   if (!wire_->may_have_input() && !timers_due_check) return 0;
   return serve_for_application(budget, IntakeBusy::kGoOn);
 }
