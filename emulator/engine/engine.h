@@ -198,12 +198,8 @@ class Engine {
   // (standing_poll.h).
   void application_poll_found(bool completions);
   // An application thread armed a CQ (Cq::arm): it is about to wait for
-  // events.
+  // events, so peers must ring this process's doorbell again.
   void application_arms();
-  // An application thread is about to block for completion events
-  // (Cq::arm): peers must ring this process's doorbell again. Serves what
-  // came unrung meanwhile.
-  void withdraw_standing_poll();
   // Sleeps on `word` (a futex private to this process) while it holds
   // `expected`, as an application thread blocked for completion events
   // does, and serves the intake meanwhile: a frame that arrives wakes this
@@ -330,6 +326,10 @@ class Engine {
   static constexpr TimerQueue::Key kWireReleaseTimer = UINT64_MAX;
   size_t progress_on_progress_thread(size_t budget);
   size_t serve_for_application(size_t budget, IntakeBusy when_busy);
+  // An application thread is about to wait for completion events (Cq::arm,
+  // the event waiter): withdraws the standing poll announcement and serves
+  // what came unrung meanwhile.
+  void withdraw_standing_poll();
   // Whether an application poll that finds no frame should serve anyway
   // for the timers (every 16th poll, when any is armed).
   bool timers_worth_a_look();
