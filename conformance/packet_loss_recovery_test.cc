@@ -1,4 +1,4 @@
-// Recovery from single lost, duplicated or reordered packets on RC, between
+// Recovery from single lost, duplicated, reordered or damaged packets on RC, between
 // two processes (IBTA 9.7.5 requester and responder PSN rules, 9.7.6.1.3
 // local ACK timeout; a lost RDMA READ response is recovered by re-issuing
 // the READ from the first missing response, either when the timer expires
@@ -26,7 +26,16 @@ struct LossCase {
   ibv_wr_opcode first_op;  // the WR the fault hits
   uint32_t first_length;
   bool send_behind;        // a SEND follows, whose ACK covers the first WR's PSNs
+  bool damages = false;    // the fault corrupts: the requester must drop a frame as malformed
 };
+
+// The requester's engine's count of received frames dropped as malformed,
+// from `stats` (its "engine:" line).
+uint64_t dropped_malformed(const std::string& stats) {
+  const std::string key = " dropped_malformed=";
+  const size_t at = stats.find(key, stats.find("engine:"));
+  return at == std::string::npos ? 0 : std::stoull(stats.substr(at + key.size()));
+}
 
 void PrintTo(const LossCase& c, std::ostream* out) { *out << c.name; }
 
@@ -117,6 +126,9 @@ TEST_P(SinglePacketFault, EveryWrCompletesOnceInOrderWithIntactData) {
       ASSERT_EQ(0, remote.check(at, 3000, 22, wrong)) << remote.why();
       EXPECT_FALSE(wrong) << "second SEND " << describe_mismatch(*wrong);
     }
+    // A frame damaged on its way in is dropped by the requester's checks,
+    // never taken: the WR completes from a retransmission.
+    if (c.damages) EXPECT_GE(dropped_malformed(stats), 1u) << "the damaged frame was taken";
     if (HasFailure()) ADD_FAILURE() << "requester stats:\n" << stats;
   });
 }
@@ -144,7 +156,11 @@ INSTANTIATE_TEST_SUITE_P(
         LossCase{"ReadRequestDuplicated", "dup:dir=tx,op=READ_REQUEST", IBV_WR_RDMA_READ,
                  5 * 4096, true},
         LossCase{"WritePacketsReordered", "reorder:dir=tx,op=RDMA_WRITE_MIDDLE,nth=1,depth=2",
-                 IBV_WR_RDMA_WRITE, 5 * 4096, true}),
+                 IBV_WR_RDMA_WRITE, 5 * 4096, true},
+        LossCase{"AckDamagedOnArrival", "corrupt:dir=rx,op=ACKNOWLEDGE,nth=1", IBV_WR_SEND, 100,
+                 false, true},
+        LossCase{"ReadResponseDamagedOnArrival", "corrupt:dir=rx,op=READ_RESPONSE_ONLY,nth=1",
+                 IBV_WR_RDMA_READ, 100, true, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
