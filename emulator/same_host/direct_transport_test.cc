@@ -557,5 +557,42 @@ TEST_F(DirectIntoSharedPages, AtomicsAreAtomicAgainstTheTargetsOwnCpu) {
   EXPECT_EQ(a.qp->counters().direct_operations, kAdds);
 }
 
+// An atomic that found its target's pages out of reach (here: the target
+// not yet known alive) goes as packets, and so do the next few to that
+// R_Key without asking; then it is asked again, so once the pages are in
+// reach the atomics are executed directly again, not as packets for the
+// QP's life.
+TEST_F(DirectIntoSharedPages, AtomicsAfterARefusalThatPassedAreExecutedDirectlyAgain) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::unique_ptr<Mr> mr;
+  Errno err;
+  mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
+                         kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteAtomic, err);
+  ASSERT_TRUE(mr) << err;
+  ASSERT_TRUE(mr->shared_pages());
+  auto* word = reinterpret_cast<uint64_t*>(pages_ + 64);
+  *word = 0;
+  Sge result = sge(a, 0, 8);
+  auto add_one = [&](uint64_t wr_id) {
+    ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, wr_id, result,
+                                     reinterpret_cast<uint64_t>(word), mr->rkey(), 1)),
+              0);
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    ASSERT_EQ(c.status, WcStatus::kSuccess);
+  };
+  engine_->same_host().target_table().release_liveness();
+  add_one(0);
+  engine_->same_host().target_table().hold_liveness();
+  EXPECT_EQ(a.qp->counters().direct_operations, 0u) << "the refused one";
+  EXPECT_EQ(count_opcode(Opcode::kRcFetchAdd), 1u);
+  constexpr uint64_t kAdds = 40;
+  for (uint64_t i = 1; i <= kAdds; ++i) add_one(i);
+  EXPECT_EQ(*word, kAdds + 1);
+  EXPECT_GE(a.qp->counters().direct_operations, kAdds - 8) << "asked again after a few";
+  EXPECT_LE(count_opcode(Opcode::kRcFetchAdd), 1u + 8);
+}
+
 }  // namespace
 }  // namespace softverbs

@@ -31,7 +31,8 @@ constexpr uint64_t kDirectAlwaysBytes = 16 * 1024;
 constexpr uint32_t kStreamStarts = 16;
 
 // How many WRITEs and READs go as packets before direct execution is tried
-// again after it failed, at first and at most.
+// again after it failed, at first and at most; and how many WQEs that must
+// do without a system call go as packets to an R_Key that needed one.
 constexpr uint32_t kDirectProbeFirst = 8;
 constexpr uint32_t kDirectProbeMost = 4096;
 
@@ -70,7 +71,7 @@ SameHostRoute::Travel SameHostRoute::choose(const SendWqe& w, bool quiet) {
   direct_without_call_only_ =
       is_atomic_opcode(w.opcode) || w.opcode == WrOpcode::kRdmaWriteWithImm ||
       (w.length < kDirectAlwaysBytes && streaming() && !target_in_this_process());
-  if (direct_without_call_only_ && w.rkey == rkey_needing_call_) return Travel::kPackets;
+  if (direct_without_call_only_ && keeps_to_packets(w)) return Travel::kPackets;
   // Only with nothing outstanding: then the responder has taken every
   // earlier request, and this one is next in its order as on the wire.
   if (quiet) return Travel::kDirect;
@@ -124,6 +125,26 @@ bool SameHostRoute::only_one_sided_outstanding() const {
   return true;
 }
 
+bool SameHostRoute::keeps_to_packets(const SendWqe& w) {
+  if (w.rkey != rkey_needing_call_ || rkey_packets_left_ == 0) return false;
+  --rkey_packets_left_;
+  return true;
+}
+
+void SameHostRoute::rkey_needed_call(uint32_t rkey) {
+  const bool again = rkey == rkey_needing_call_ && rkey_recheck_interval_ != 0;
+  rkey_recheck_interval_ =
+      again ? std::min(rkey_recheck_interval_ * 2, kDirectProbeMost) : kDirectProbeFirst;
+  rkey_needing_call_ = rkey;
+  rkey_packets_left_ = rkey_recheck_interval_;
+}
+
+void SameHostRoute::rkey_worked(uint32_t rkey) {
+  if (rkey != rkey_needing_call_) return;
+  rkey_needing_call_ = 0;
+  rkey_recheck_interval_ = 0;
+}
+
 void SameHostRoute::direct_declined() {
   direct_working_ = false;
   direct_probe_interval_ = direct_probe_interval_ == 0
@@ -144,7 +165,7 @@ bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn,
   const bool without_call_only = direct_without_call_only_ || (w.length < kDirectAlwaysBytes &&
                                                                target.attentive &&
                                                                !target.same_process);
-  if (without_call_only && w.rkey == rkey_needing_call_) return false;
+  if (without_call_only && w.rkey == rkey_needing_call_ && rkey_packets_left_ != 0) return false;
   const DirectKind kind = direct_kind(w.opcode);
   RunFrame local;  // its pieces: where the bytes are in this process
   // WRITE (with immediate too) and READ: the SGEs' pieces; the packets
@@ -179,10 +200,11 @@ bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn,
       return false;
     case DirectResult::kNotHere: direct_declined(); return false;
     case DirectResult::kNeedsSystemCall:
-      rkey_needing_call_ = w.rkey;  // its short ones go as packets from now on
+      rkey_needed_call(w.rkey);
       return false;
     case DirectResult::kExecuted: break;
   }
+  if (without_call_only) rkey_worked(w.rkey);
   direct_working_ = true;
   direct_probe_interval_ = 0;
   return true;

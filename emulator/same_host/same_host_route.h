@@ -74,6 +74,13 @@ class SameHostRoute {
   void direct_declined();
   // Every WQE sent and not done is a WRITE or READ.
   bool only_one_sided_outstanding() const;
+  // Whether `w`, which may be executed directly only without a system
+  // call, keeps to packets because its R_Key needed one lately; counts it.
+  bool keeps_to_packets(const SendWqe& w);
+  // A WQE to `rkey` that had to do without a system call needed one (or
+  // was executed directly).
+  void rkey_needed_call(uint32_t rkey);
+  void rkey_worked(uint32_t rkey);
   // Counts a WQE started: true when the application posts ahead without
   // polling the send CQ in between (same_host_route.cc, kStreamStarts).
   bool streaming();
@@ -93,9 +100,16 @@ class SameHostRoute {
   // The WQE at hand is short and may be executed directly only if its
   // bytes move without a system call (kDirectAlwaysBytes).
   bool direct_without_call_only_ = false;
-  // An R_Key whose MR only a system call reaches: short ones to it go as
-  // packets without asking again (0: none; no MR has R_Key 0).
+  // An R_Key whose MR only a system call reached when last asked (0: none;
+  // no MR has R_Key 0): the next `rkey_packets_left_` of its WQEs that
+  // must do without one go as packets without asking, then it is asked
+  // again, the count doubling with each refusal up to a limit. A refusal
+  // may pass (the target's pages not mapped yet, its process not yet
+  // known alive), so it must not hold that MR's atomics to packets for
+  // the QP's life.
   uint32_t rkey_needing_call_ = 0;
+  uint32_t rkey_packets_left_ = 0;
+  uint32_t rkey_recheck_interval_ = 0;
   uint64_t polls_seen_ = 0;         // the send CQ's poll count at the last look
   uint32_t starts_since_poll_ = 0;  // short one-sided WQEs started since it changed
 };
