@@ -318,6 +318,64 @@ std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local, Doorbell& local
                                       RoutedWire::Routing{owner, gsi, interface_of});
 }
 
+// What a process's environment asks of its engine; false (with EINVAL and
+// a message on stderr saying what is wrong) for a setting that makes no sense.
+struct ProcessSettings {
+  fault::Plan plan;
+  bool fair_timers = true;
+  std::shared_ptr<capture::PacketCapture> capture;
+  std::shared_ptr<trace::TraceDirectory> traces;
+};
+
+bool read_process_settings(ProcessSettings& settings, Errno& err) {
+  std::string error;
+  if (fault::startup_plan(settings.plan, error) &&
+      parse_timer_mode(std::getenv("SOFTVERBS_TIMERS"), settings.fair_timers, error)) {
+    settings.capture = capture::PacketCapture::from_environment(error);
+    if (error.empty()) settings.traces = trace::TraceDirectory::from_environment(error);
+  }
+  if (error.empty()) return true;
+  std::fprintf(stderr, "softverbs: %s\n", error.c_str());
+  err = EINVAL;
+  return false;
+}
+
+// The process's wire: shared memory, with the UDP wire beside it when RoCE
+// devices reach other hosts, inside the fault injector (which also shows
+// the capture every frame). The shared-memory wire's other faces go to the
+// engine beside it.
+struct ProcessWire {
+  std::unique_ptr<fault::FaultInjector> injector;
+  SameHostPeers* same_host_peers = nullptr;
+  Doorbell* doorbell = nullptr;
+  RoutedWire* routed = nullptr;  // null: this host only
+};
+
+bool make_process_wire(const std::shared_ptr<ShmRegistry>& registry,
+                       const ProcessSettings& settings, ProcessWire& out, Errno& err) {
+  std::unique_ptr<ShmWire> shm_wire = ShmWire::create(*registry, err);
+  if (!shm_wire) return false;
+  out.same_host_peers = shm_wire.get();
+  out.doorbell = shm_wire.get();
+  std::unique_ptr<Wire> wire = with_udp_wire(std::move(shm_wire), *out.doorbell, registry);
+  out.routed = dynamic_cast<RoutedWire*>(wire.get());
+  out.injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
+  out.injector->set_plan(settings.plan);
+  out.injector->set_salt(fault::process_salt());
+  if (settings.capture) out.injector->set_observer(settings.capture.get());
+  return true;
+}
+
+// What the process's engine keeps until the process exits.
+void hold_until_exit(Engine& engine, const std::shared_ptr<ShmRegistry>& registry,
+                     const ProcessSettings& settings) {
+  // What the kernel's release of a dead process's locks does not do: free
+  // the slot's names now, and let the last process remove the segments.
+  engine.add_exit_hook([registry] { registry->leave(); });
+  if (settings.capture) engine.add_exit_hook([capture = settings.capture] { capture->stop(); });
+  if (settings.traces) engine.add_exit_hook([traces = settings.traces] { traces->finish_all(); });
+}
+
 }  // namespace
 
 Engine* Engine::process(Errno& err) {
@@ -332,76 +390,39 @@ Engine* Engine::process(Errno& err) {
     report_registry_failure(err);
     return nullptr;
   }
-  fault::Plan plan;
-  std::string plan_error;
-  if (!fault::startup_plan(plan, plan_error)) {
-    std::fprintf(stderr, "softverbs: %s\n", plan_error.c_str());
-    err = EINVAL;
+  ProcessSettings settings;
+  ProcessWire wire;
+  if (!read_process_settings(settings, err) || !make_process_wire(registry, settings, wire, err))
     return nullptr;
-  }
-  std::unique_ptr<ShmWire> shm_wire = ShmWire::create(*registry, err);
-  if (!shm_wire) return nullptr;
-  SameHostPeers* same_host_peers = shm_wire.get();
-  Doorbell* doorbell = shm_wire.get();
-  std::unique_ptr<Wire> wire = with_udp_wire(std::move(shm_wire), *doorbell, registry);
-  auto* routed = dynamic_cast<RoutedWire*>(wire.get());
-  auto injector = std::make_unique<fault::FaultInjector>(std::move(wire), SteadyClock::instance());
-  injector->set_plan(plan);
-  injector->set_salt(fault::process_salt());
-  bool fair_timers = true;
-  std::string timers_error;
-  if (!parse_timer_mode(std::getenv("SOFTVERBS_TIMERS"), fair_timers, timers_error)) {
-    std::fprintf(stderr, "softverbs: %s\n", timers_error.c_str());
-    err = EINVAL;
-    return nullptr;
-  }
-  std::string capture_error;
-  std::shared_ptr<capture::PacketCapture> capture =
-      capture::PacketCapture::from_environment(capture_error);
-  if (!capture_error.empty()) {
-    std::fprintf(stderr, "softverbs: %s\n", capture_error.c_str());
-    err = EINVAL;
-    return nullptr;
-  }
-  if (capture) injector->set_observer(capture.get());
-  std::string trace_error;
-  std::shared_ptr<trace::TraceDirectory> traces = trace::TraceDirectory::from_environment(trace_error);
-  if (!trace_error.empty()) {
-    std::fprintf(stderr, "softverbs: %s\n", trace_error.c_str());
-    err = EINVAL;
-    return nullptr;
-  }
   Config config;
-  config.fault_injector = injector.get();
-  config.wire = std::move(injector);
-  config.same_host_peers = same_host_peers;
-  config.doorbell = doorbell;
+  config.fault_injector = wire.injector.get();
+  config.wire = std::move(wire.injector);
+  config.same_host_peers = wire.same_host_peers;
+  config.doorbell = wire.doorbell;
   config.qpns = std::make_unique<RegistryQpnSource>(*registry);
   config.multicast = std::make_unique<RegistryMulticastDirectory>(*registry);
   config.cm_ports = std::make_unique<RegistryCmPortDirectory>(*registry);
   config.keepalive = registry;
-  config.capture = capture;
+  config.capture = settings.capture;
   config.local_delivery = true;
-  config.fair_timers = fair_timers;
-  config.trace = traces;
+  config.fair_timers = settings.fair_timers;
+  config.trace = settings.traces;
   g_process_engine = new Engine(std::move(config));
-  // What the kernel's release of a dead process's locks does not do: free
-  // the slot's names now, and let the last process remove the segments.
-  g_process_engine->add_exit_hook([registry] { registry->leave(); });
-  if (capture) g_process_engine->add_exit_hook([capture] { capture->stop(); });
-  if (traces) g_process_engine->add_exit_hook([traces] { traces->finish_all(); });
-  if (routed) {
-    g_process_engine->reaches_other_hosts_ = true;
-    routed->set_intake([engine = g_process_engine] { engine->progress(); });
-    g_process_engine->add_teardown_hook([routed] {
-      routed->set_intake({});
-      routed->stop_receiving();
-    });
-  }
+  hold_until_exit(*g_process_engine, registry, settings);
+  if (wire.routed) g_process_engine->serve_other_hosts(*wire.routed);
   g_process_engine->start_control_server();
   g_engine_to_hold.store(g_process_engine, std::memory_order_release);
   err = 0;
   return g_process_engine;
+}
+
+void Engine::serve_other_hosts(RoutedWire& routed) {
+  reaches_other_hosts_ = true;
+  routed.set_intake([this] { progress(); });
+  add_teardown_hook([&routed] {
+    routed.set_intake({});
+    routed.stop_receiving();
+  });
 }
 
 bool Engine::acknowledges_each_packet() const {

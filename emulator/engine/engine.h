@@ -53,6 +53,7 @@ namespace softverbs {
 struct QpImpl;
 struct RunFrame;
 class Hca;
+class RoutedWire;
 namespace fault {
 class FaultInjector;
 }
@@ -299,6 +300,9 @@ class Engine {
   void start_control_server();
 
  private:
+  // process(): what arrives over the routed wire's UDP side is served by
+  // this engine's intake, until teardown.
+  void serve_other_hosts(RoutedWire& routed);
   struct Counters {
     // Moved by every frame, by whichever thread sends or delivers it.
     ShardedCounter frames_sent;
