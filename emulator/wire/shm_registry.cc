@@ -94,6 +94,46 @@ Errno wait_until_published(ShmSegment& segment, const std::string& name,
   }
 }
 
+// Opens the registry segment `name`, creating it when there is none
+// (`creator`). ESTALE: it went away in between, start over.
+Errno open_or_create(const std::string& name, ShmSegment& segment, bool& creator) {
+  creator = false;
+  Errno err = ShmSegment::create_exclusive(name, sizeof(RegistryLayout), segment);
+  if (err == 0) {
+    creator = true;
+    return 0;
+  }
+  if (err == ENOSPC) report_shm_shortage("registry", sizeof(RegistryLayout));
+  if (err != EEXIST) return err;
+  err = ShmSegment::open_existing(name, segment);
+  return err == ENOENT ? ESTALE : err;  // unlinked in between
+}
+
+// Makes the opened segment ready: its creator initializes it, anyone else
+// waits for that; either then holds it (a shared lock), so a last user
+// leaving can no longer remove it under us. ESTALE: it was removed or
+// abandoned before we held it, start over.
+Errno set_up(ShmSegment& segment, const std::string& name, const std::string& user_stem,
+             bool creator, Clock::time_point deadline) {
+  if (!creator) {
+    if (Errno err = wait_until_published(segment, name, deadline); err != 0) return err;
+  }
+  if (Errno err = flock_retrying(segment.descriptor(), LOCK_SH); err != 0) return err;
+  if (was_unlinked(segment, name)) return ESTALE;
+  if (!creator) {
+    return layout_matches(*static_cast<RegistryLayout*>(segment.address())) ? 0 : EPROTO;
+  }
+  if (Errno err = segment.map(sizeof(RegistryLayout)); err != 0) {
+    unlink_segment(name);
+    return err;
+  }
+  // No registry means no process is attached: any mailbox still named like
+  // ours was left by processes of an earlier registry.
+  remove_stray_mailboxes(user_stem);
+  initialize_layout(*static_cast<RegistryLayout*>(segment.address()));
+  return 0;
+}
+
 }  // namespace
 
 std::vector<std::string> remove_stray_mailboxes(const std::string& user_stem) {
@@ -156,45 +196,10 @@ std::unique_ptr<ShmRegistry> ShmRegistry::attach(Errno& err) {
       }
       ShmSegment segment;
       bool creator = false;
-      err = ShmSegment::create_exclusive(name, sizeof(RegistryLayout), segment);
-      if (err == 0) {
-        creator = true;
-      } else if (err == ENOSPC) {
-        report_shm_shortage("registry", sizeof(RegistryLayout));
-        return nullptr;
-      } else if (err == EEXIST) {
-        err = ShmSegment::open_existing(name, segment);
-        if (err == ENOENT) continue;  // unlinked in between
-        if (err != 0) return nullptr;
-      } else {
-        return nullptr;
-      }
-
-      if (creator) {
-        if ((err = flock_retrying(segment.descriptor(), LOCK_SH)) != 0) return nullptr;
-        if (was_unlinked(segment, name)) continue;
-        if ((err = segment.map(sizeof(RegistryLayout))) != 0) {
-          unlink_segment(name);
-          return nullptr;
-        }
-        // No registry means no process is attached: any mailbox still
-        // named like ours was left by processes of an earlier registry.
-        remove_stray_mailboxes(user_stem);
-        initialize_layout(*static_cast<RegistryLayout*>(segment.address()));
-      } else {
-        err = wait_until_published(segment, name, deadline);
-        if (err == ESTALE) continue;
-        if (err != 0) return nullptr;
-        // Attached from here on: a last user leaving can no longer remove
-        // the segment under us. If one did just before, start over.
-        if ((err = flock_retrying(segment.descriptor(), LOCK_SH)) != 0) return nullptr;
-        if (was_unlinked(segment, name)) continue;
-        if (!layout_matches(*static_cast<RegistryLayout*>(segment.address()))) {
-          err = EPROTO;
-          return nullptr;
-        }
-      }
-
+      err = open_or_create(name, segment, creator);
+      if (err == 0) err = set_up(segment, name, user_stem, creator, deadline);
+      if (err == ESTALE) continue;
+      if (err != 0) return nullptr;
       struct stat identity;
       if ((err = segment.stat(identity)) != 0) return nullptr;
       std::unique_ptr<ShmRegistry> registry(
