@@ -447,10 +447,11 @@ class DirectIntoSharedPages : public DirectTransport {
   }
   SharingPages sharing_{true};
   // b's MR over the pages (held by the test, after b's PD).
-  void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr) {
+  void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr,
+                      uint32_t remote_access = kAccessRemoteWrite | kAccessRemoteRead) {
     Errno err;
     mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
-                           kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead, err);
+                           kAccessLocalWrite | remote_access, err);
     ASSERT_TRUE(mr) << err;
     ASSERT_TRUE(mr->shared_pages()) << "the target's pages were not shared";
     rkey_ = mr->rkey();
@@ -527,11 +528,7 @@ TEST_F(DirectIntoSharedPages, AtomicsAreAtomicAgainstTheTargetsOwnCpu) {
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   connect(a, b, 0, 0);
   std::unique_ptr<Mr> mr;
-  Errno err;
-  mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
-                         kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteAtomic, err);
-  ASSERT_TRUE(mr) << err;
-  ASSERT_TRUE(mr->shared_pages());
+  register_pages(b, mr, kAccessRemoteWrite | kAccessRemoteAtomic);
   auto* word = reinterpret_cast<uint64_t*>(pages_ + 128);
   __atomic_store_n(word, 0, __ATOMIC_SEQ_CST);
   constexpr uint64_t kCpuAdds = 2'000'000, kAdds = 20'000;
@@ -566,11 +563,7 @@ TEST_F(DirectIntoSharedPages, AtomicsAfterARefusalThatPassedAreExecutedDirectlyA
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   connect(a, b, 0, 0);
   std::unique_ptr<Mr> mr;
-  Errno err;
-  mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
-                         kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteAtomic, err);
-  ASSERT_TRUE(mr) << err;
-  ASSERT_TRUE(mr->shared_pages());
+  register_pages(b, mr, kAccessRemoteWrite | kAccessRemoteAtomic);
   auto* word = reinterpret_cast<uint64_t*>(pages_ + 64);
   *word = 0;
   Sge result = sge(a, 0, 8);
