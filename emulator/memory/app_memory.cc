@@ -1,6 +1,7 @@
 #include "emulator/memory/app_memory.h"
 
 #include "emulator/memory/page_move.h"
+#include "emulator/wire/process_identity.h"
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -143,13 +144,6 @@ using Access = void (*)(void* state);
 
 // ---- the system-call way
 
-std::atomic<pid_t> g_pid{0};
-
-pid_t own_pid() {
-  pid_t pid = g_pid.load(std::memory_order_relaxed);
-  return pid ? pid : getpid();
-}
-
 bool vm_read(void* into, const void* app, size_t n) {
   iovec local{into, n};
   iovec remote{const_cast<void*>(app), n};
@@ -186,8 +180,6 @@ void use_mode(Mode mode) {
 }
 
 bool set_up() {
-  g_pid.store(getpid(), std::memory_order_relaxed);
-  pthread_atfork(nullptr, nullptr, [] { g_pid.store(getpid(), std::memory_order_relaxed); });
   use_mode(mode_from_environment());
   return true;
 }
