@@ -318,8 +318,7 @@ std::unique_ptr<Wire> with_udp_wire(std::unique_ptr<Wire> local, Doorbell& local
                                       RoutedWire::Routing{owner, gsi, interface_of});
 }
 
-// What a process's environment asks of its engine; false (with EINVAL and
-// a message on stderr saying what is wrong) for a setting that makes no sense.
+// What a process's environment asks of its engine.
 struct ProcessSettings {
   fault::Plan plan;
   bool fair_timers = true;
@@ -327,6 +326,8 @@ struct ProcessSettings {
   std::shared_ptr<trace::TraceDirectory> traces;
 };
 
+// false, with EINVAL and a message on stderr saying what is wrong, for a
+// setting that makes no sense.
 bool read_process_settings(ProcessSettings& settings, Errno& err) {
   std::string error;
   if (fault::startup_plan(settings.plan, error) &&
