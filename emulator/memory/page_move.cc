@@ -95,16 +95,21 @@ bool waited_for(uintptr_t address) {
       return true;
     }
   }
+  // Once after the latest finished move over the address, whichever slots
+  // cover it: a range moved onto a file and back has two, and a fault
+  // retried after each in turn would be retried for ever.
+  uint32_t latest = 0;
   for (const Finished& slot : g_finished) {
     const uint32_t finished = slot.sequence.load(std::memory_order_relaxed);
-    if (finished == 0 || !inside(address, slot.begin.load(std::memory_order_relaxed),
-                                 slot.end.load(std::memory_order_relaxed)))
-      continue;
-    if (t_retried.address == address && t_retried.sequence == finished) continue;
-    t_retried = Retried{address, finished};
-    return true;
+    if (finished != 0 &&
+        inside(address, slot.begin.load(std::memory_order_relaxed),
+               slot.end.load(std::memory_order_relaxed)) &&
+        (latest == 0 || static_cast<int32_t>(finished - latest) > 0))
+      latest = finished;
   }
-  return false;
+  if (latest == 0 || (t_retried.address == address && t_retried.sequence == latest)) return false;
+  t_retried = Retried{address, latest};
+  return true;
 }
 
 uint64_t writes_held() { return g_writes_held.load(std::memory_order_relaxed); }
