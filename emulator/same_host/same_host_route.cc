@@ -36,6 +36,11 @@ constexpr uint32_t kStreamStarts = 16;
 constexpr uint32_t kDirectProbeFirst = 8;
 constexpr uint32_t kDirectProbeMost = 4096;
 
+// The interval after another failure, from the one before (0: none yet).
+uint32_t next_probe_interval(uint32_t interval) {
+  return interval == 0 ? kDirectProbeFirst : std::min(interval * 2, kDirectProbeMost);
+}
+
 // A SEND or WRITE with at least this much left goes as a run (one frame,
 // payload pulled by the receiver with one copy) where the wire allows.
 constexpr uint64_t kRunMinBytes = 16 * 1024;
@@ -132,9 +137,8 @@ bool SameHostRoute::keeps_to_packets(const SendWqe& w) {
 }
 
 void SameHostRoute::rkey_needed_call(uint32_t rkey) {
-  const bool again = rkey == rkey_needing_call_ && rkey_recheck_interval_ != 0;
-  rkey_recheck_interval_ =
-      again ? std::min(rkey_recheck_interval_ * 2, kDirectProbeMost) : kDirectProbeFirst;
+  if (rkey != rkey_needing_call_) rkey_recheck_interval_ = 0;
+  rkey_recheck_interval_ = next_probe_interval(rkey_recheck_interval_);
   rkey_needing_call_ = rkey;
   rkey_packets_left_ = rkey_recheck_interval_;
 }
@@ -147,9 +151,7 @@ void SameHostRoute::rkey_worked(uint32_t rkey) {
 
 void SameHostRoute::direct_declined() {
   direct_working_ = false;
-  direct_probe_interval_ = direct_probe_interval_ == 0
-                               ? kDirectProbeFirst
-                               : std::min(direct_probe_interval_ * 2, kDirectProbeMost);
+  direct_probe_interval_ = next_probe_interval(direct_probe_interval_);
   direct_probe_in_ = direct_probe_interval_;
 }
 
