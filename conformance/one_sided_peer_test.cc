@@ -10,8 +10,10 @@
 #include <fstream>
 #include <arpa/inet.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conformance/peer_pair.h"
@@ -153,6 +155,53 @@ TEST(OneSidedPeer, WithSharedMrPagesTheInitiatorMapsThePeersPages) {
     ASSERT_TRUE(peer_file) << "the peer's MR pages are not a shared file";
     EXPECT_TRUE(shared_mr_file("/proc/self/maps", 0, *peer_file))
         << "this process does not map the peer's file " << *peer_file;
+  });
+}
+
+// A peer's MR of 16 MiB or more keeps its pages at registration (a copy of
+// them would cost the registration up to seconds): the first WRITEs reach
+// it by system calls and ask for them, and once they moved they are a
+// shared file this process maps, every byte written before and after in
+// place (docs/architecture.md, "Large MRs move when a peer reaches them").
+TEST(OneSidedPeer, APeersLargeMrSharesItsPagesOnceAWriteReachedIt) {
+  if (!mr_pages_shared()) GTEST_SKIP() << "SOFTVERBS_SHARE_MR_PAGES=0: MR pages are not shared";
+  if (!direct_execution_on())
+    GTEST_SKIP() << "SOFTVERBS_DIRECT=0: nothing is executed on the peer's pages from here";
+  if (!soft_control_available() || peer_is_remote()) GTEST_SKIP() << "needs a local soft peer";
+  constexpr uint64_t kLarge = uint64_t{16} << 20;
+  PairOptions options = symmetric_options();
+  options.remote.buffer_length = kLarge;
+  with_connected_pair(options, [&](Endpoint& local, RemoteEndpoint& remote,
+                                   const EndpointInfo& info) {
+    const std::string peer_maps = "/proc/" + std::to_string(info.pid) + "/maps";
+    ASSERT_FALSE(shared_mr_file(peer_maps, info.qp.addr)) << "moved at registration";
+    local.fill(0, kLength, 23);
+    std::vector<ibv_wc> done;
+    // A WRITE a round into the next 64 KiB, until the pages moved.
+    uint64_t rounds = 0;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!shared_mr_file(peer_maps, info.qp.addr) && std::chrono::steady_clock::now() < give_up &&
+           (rounds + 2) * kLength <= kLarge) {
+      ASSERT_EQ(0, local.post_send(one_sided(IBV_WR_RDMA_WRITE, rounds, 0, rounds * kLength)));
+      ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+      expect_completion(done.back(), rounds, IBV_WC_SUCCESS, "a WRITE");
+      ++rounds;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const std::optional<uint64_t> peer_file = shared_mr_file(peer_maps, info.qp.addr);
+    ASSERT_TRUE(peer_file) << "the pages never moved after " << rounds << " WRITEs";
+    ASSERT_EQ(0, local.post_send(one_sided(IBV_WR_RDMA_WRITE, rounds, 0, kLarge - kLength)));
+    ASSERT_EQ(0, local.poll(Queue::kSend, 1, done));
+    expect_completion(done.back(), rounds, IBV_WC_SUCCESS, "the WRITE after the move");
+    EXPECT_TRUE(shared_mr_file("/proc/self/maps", 0, *peer_file))
+        << "this process does not map the peer's file " << *peer_file;
+    std::optional<ByteMismatch> mismatch;
+    for (uint64_t r = 0; r < rounds; ++r) {
+      ASSERT_EQ(0, remote.check(r * kLength, kLength, 23, mismatch)) << remote.why();
+      EXPECT_FALSE(mismatch) << "WRITE " << r << " at the peer";
+    }
+    ASSERT_EQ(0, remote.check(kLarge - kLength, kLength, 23, mismatch)) << remote.why();
+    EXPECT_FALSE(mismatch) << "the WRITE after the move";
   });
 }
 

@@ -61,8 +61,9 @@ void write_qp(std::ostringstream& out, QpImpl& qp) {
 }
 
 // The device's memory regions: how many share their pages with peers
-// (reached by a memcpy) and how many are reached by system calls, and
-// each one up to kMrsListed.
+// (reached by a memcpy), how many will once a peer reaches them
+// (deferred_sharing.h; until then by system calls), how many are reached
+// by system calls, and each one up to kMrsListed.
 void write_mrs(std::ostringstream& out, Hca::Impl& impl) {
   constexpr size_t kMrsListed = 32;
   std::shared_lock lock(impl.mr_mutex);
@@ -71,18 +72,25 @@ void write_mrs(std::ostringstream& out, Hca::Impl& impl) {
     if (mr->kind() == MrKind::kMemory) mrs.push_back(mr);
   std::sort(mrs.begin(), mrs.end(),
             [](const Mr* a, const Mr* b) { return a->lkey() < b->lkey(); });
-  uint64_t shared = 0, shared_bytes = 0;
+  uint64_t shared = 0, shared_bytes = 0, deferred = 0;
   for (const Mr* mr : mrs)
     if (mr->shared_pages()) {
       ++shared;
       shared_bytes += mr->length();
+    } else if (mr->sharing_deferred()) {
+      ++deferred;
     }
   out << "mrs: registered=" << mrs.size() << " shared_pages=" << shared
-      << " shared_bytes=" << shared_bytes << " by_system_call=" << mrs.size() - shared << "\n";
+      << " shared_bytes=" << shared_bytes << " shared_when_reached=" << deferred
+      << " by_system_call=" << mrs.size() - shared << "\n";
+  auto pages_of = [](const Mr& mr) {
+    if (mr.shared_pages()) return "shared";
+    if (mr.sharing_deferred()) return "shared_when_reached";
+    return mr.on_demand() ? "on_demand" : "private";
+  };
   for (size_t i = 0; i < mrs.size() && i < kMrsListed; ++i)
-    out << "  mr lkey=" << mrs[i]->lkey() << " length=" << mrs[i]->length() << " pages="
-        << (mrs[i]->shared_pages() ? "shared" : mrs[i]->on_demand() ? "on_demand" : "private")
-        << "\n";
+    out << "  mr lkey=" << mrs[i]->lkey() << " length=" << mrs[i]->length()
+        << " pages=" << pages_of(*mrs[i]) << "\n";
   if (mrs.size() > kMrsListed) out << "  ... " << mrs.size() - kMrsListed << " more\n";
 }
 

@@ -150,10 +150,17 @@ bool vm_read(void* into, const void* app, size_t n) {
   return process_vm_readv(own_pid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
 }
 
+// Made again when pages under it moved meanwhile (page_move.h): the kernel
+// fails a write into them with EFAULT while they are read-only.
 bool vm_write(void* app, const void* from, size_t n) {
   iovec local{const_cast<void*>(from), n};
   iovec remote{app, n};
-  return process_vm_writev(own_pid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
+  for (;;) {
+    const uint32_t moves = page_move::moves_begun();
+    if (process_vm_writev(own_pid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n))
+      return true;
+    if (!page_move::moved_since(moves, reinterpret_cast<uint64_t>(app), n)) return false;
+  }
 }
 
 // ---- the mode

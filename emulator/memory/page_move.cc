@@ -112,6 +112,27 @@ bool waited_for(uintptr_t address) {
   return true;
 }
 
+uint32_t moves_begun() { return g_sequence.load(std::memory_order_acquire); }
+
+bool moved_since(uint32_t before, uint64_t addr, uint64_t length) {
+  auto overlaps = [&](uint64_t begin, uint64_t end) { return addr < end && begin < addr + length; };
+  const uint32_t now = g_sequence.load(std::memory_order_acquire);
+  if ((now & 1) &&
+      overlaps(g_begin.load(std::memory_order_relaxed), g_end.load(std::memory_order_relaxed))) {
+    while (g_sequence.load(std::memory_order_acquire) == now) futex_wait(g_sequence, now);
+    return true;
+  }
+  if (now == before) return false;
+  for (const Finished& slot : g_finished) {
+    const uint32_t finished = slot.sequence.load(std::memory_order_relaxed);
+    if (static_cast<int32_t>(finished - before) > 0 &&
+        overlaps(slot.begin.load(std::memory_order_relaxed),
+                 slot.end.load(std::memory_order_relaxed)))
+      return true;
+  }
+  return false;
+}
+
 uint64_t writes_held() { return g_writes_held.load(std::memory_order_relaxed); }
 
 }  // namespace softverbs::page_move

@@ -36,6 +36,14 @@ void finish(int restore_prot = -1);
 // the faulting instruction is to run again. Async-signal-safe.
 bool waited_for(uintptr_t address);
 
+// For a write the kernel makes (a system call into the pages, which fails
+// with EFAULT while they are read-only): read moves_begun() before the
+// call, and when it failed ask moved_since() whether a move over
+// [addr, addr+length) ran meanwhile (waiting for one still running), in
+// which case the call is to be made again.
+uint32_t moves_begun();
+bool moved_since(uint32_t before, uint64_t addr, uint64_t length);
+
 // How many faults waited for a move (tests).
 uint64_t writes_held();
 

@@ -51,6 +51,12 @@ struct Hca::Impl {
   std::map<FileIdentity, std::weak_ptr<Xrcd>> xrcds_by_file;
   QpCounters destroyed_qp_counters;  // kept so device totals never go down
 
+  // An MR's pages shared once a peer reaches for them (deferred_sharing.h),
+  // and that deferral ended, waiting for a move in progress; neither with
+  // mr_mutex held (mr.cc).
+  void defer_sharing(Mr& mr);
+  void stop_deferred_sharing(Mr& mr);
+
   // Port `port` went down: its armed QPs migrate (path_migration.cc).
   void migrate_away_from(uint8_t port);
 

@@ -61,12 +61,31 @@ void publish_for_initiators(Hca::Impl& hca, const Mr& mr) {
       mr.iova(), mr.length(), mr.host_address(mr.iova()), mr.shared_pages()});
 }
 
-// The pages of memory that peers may write, read or update, shared unless
-// the process turned sharing off (shared_pages.h); nullopt otherwise.
-std::optional<SharedPagesRef> share_pages_for(const MrInit& init) {
+// Whether the pages of memory that peers may write, read or update are
+// shared (unless the process turned sharing off: shared_pages.h), and
+// when: at registration, or, where that would copy 16 MiB or more, once
+// a peer reaches for them (deferred_sharing.h).
+enum class Sharing : uint8_t { kNever, kNow, kWhenWanted };
+Sharing sharing_for(const MrInit& init) {
   constexpr uint32_t remote = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-  if (!SharedPages::enabled() || init.on_demand || !(init.access & remote)) return std::nullopt;
-  return SharedPages::process().share(init.addr, init.length);
+  if (!SharedPages::enabled() || init.on_demand || !(init.access & remote)) return Sharing::kNever;
+  return init.length >= DeferredSharing::kDeferredFrom ? Sharing::kWhenWanted : Sharing::kNow;
+}
+
+// The pages shared at registration: all that may be, below 16 MiB; from
+// there, only pages already shared, which need no copy.
+std::optional<SharedPagesRef> pages_shared_now(const MrInit& init) {
+  switch (sharing_for(init)) {
+    case Sharing::kNow: return SharedPages::process().share(init.addr, init.length);
+    case Sharing::kWhenWanted: return SharedPages::process().join(init.addr, init.length);
+    default: return std::nullopt;
+  }
+}
+
+// Whether a later move could share them.
+bool worth_deferring(const MrInit& init, const std::optional<SharedPagesRef>& shared_now) {
+  return !shared_now && sharing_for(init) == Sharing::kWhenWanted &&
+         SharedPages::whole_pages(init.addr, init.length);
 }
 
 void release_pages(const std::optional<SharedPagesRef>& pages) {
@@ -74,6 +93,41 @@ void release_pages(const std::optional<SharedPagesRef>& pages) {
 }
 
 }  // namespace
+
+void Hca::Impl::defer_sharing(Mr& mr) {
+  DeferredSharing::Job job;
+  job.device_index = description.index;
+  job.rkey = mr.rkey_;
+  job.addr = mr.addr_;
+  job.length = mr.length_;
+  // Peers stop reaching the old pages by system calls (their operations
+  // travel as packets, placed here) until the MR is published again.
+  job.before_move = [this, &mr] {
+    std::unique_lock lock(mr_mutex);
+    engine->same_host().target_table().withdraw_mr(description.index, mr.rkey_);
+  };
+  job.after_move = [this, &mr](const std::optional<SharedPagesRef>& pages) {
+    std::unique_lock lock(mr_mutex);
+    mr.pages_ = pages;
+    mr.deferred_ = nullptr;
+    publish_for_initiators(*this, mr);
+  };
+  // Under the lock: the job cannot end (after_move) before its handle is kept.
+  std::unique_lock lock(mr_mutex);
+  mr.deferred_ = engine->same_host().deferred_sharing().add(std::move(job));
+}
+
+void Hca::Impl::stop_deferred_sharing(Mr& mr) {
+  DeferredSharing::Handle handle;
+  {
+    std::shared_lock lock(mr_mutex);
+    handle = mr.deferred_;
+  }
+  if (!handle) return;
+  engine->same_host().deferred_sharing().cancel(handle);
+  std::unique_lock lock(mr_mutex);
+  mr.deferred_ = nullptr;
+}
 
 Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot slot,
        std::optional<SharedPagesRef> pages)
@@ -83,6 +137,7 @@ Mr::Mr(Pd& pd, MrKind kind, const MrInit& init, uint32_t key, ObjectQuota::Slot 
 
 Mr::~Mr() {
   Hca::Impl& hca = pd_->hca().impl();
+  hca.stop_deferred_sharing(*this);
   {
     // Exclusive: waits for any access in progress (they hold it shared).
     std::unique_lock lock(hca.mr_mutex);
@@ -127,8 +182,10 @@ std::unique_ptr<Mr> Hca::register_mr(Pd& pd, const MrInit& init, Errno& err) {
   };
   ObjectQuota::Slot slot = take_slot(ObjectKind::kMr, err);
   if (!slot) return nullptr;
-  const Registration registration{init, share_pages_for(init)};
-  return enter_mr(*impl_, make, pd, &registration, std::move(slot));
+  const Registration registration{init, pages_shared_now(init)};
+  std::unique_ptr<Mr> mr = enter_mr(*impl_, make, pd, &registration, std::move(slot));
+  if (worth_deferring(init, registration.pages)) impl_->defer_sharing(*mr);
+  return mr;
 }
 
 std::unique_ptr<Mr> Hca::register_mr(Pd& pd, uint64_t addr, uint64_t length, uint32_t access,
@@ -189,7 +246,9 @@ Errno Hca::reregister_mr(Mr& mr, const MrChange& change) {
   if (repin)
     if (Errno err = check_pinnable(next)) return err;
   Pd* old_pd = mr.pd_;
-  std::optional<SharedPagesRef> pages = share_pages_for(next);
+  impl_->stop_deferred_sharing(mr);
+  std::optional<SharedPagesRef> pages = pages_shared_now(next);
+  const bool defer = worth_deferring(next, pages);
   {
     std::unique_lock lock(impl_->mr_mutex);
     impl_->engine->same_host().target_table().withdraw_mr(impl_->description.index, mr.rkey_);
@@ -203,6 +262,7 @@ Errno Hca::reregister_mr(Mr& mr, const MrChange& change) {
     publish_for_initiators(*impl_, mr);
   }
   release_pages(pages);
+  if (defer) impl_->defer_sharing(mr);
   if (change.pd && change.pd != old_pd) {
     change.pd->users.fetch_add(1);
     old_pd->users.fetch_sub(1);

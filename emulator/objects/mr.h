@@ -12,9 +12,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "emulator/objects/object_quota.h"
+#include "emulator/same_host/deferred_sharing.h"
 #include "emulator/same_host/shared_pages.h"
 #include "emulator/types.h"
 
@@ -73,6 +75,9 @@ class Mr {
   Pd& pd() const { return *pd_; }
   // Its pages' file, when peers reach them by mapping it (shared_pages.h).
   const std::optional<SharedPagesRef>& shared_pages() const { return pages_; }
+  // Its pages are to be shared once a peer of the host reaches for them
+  // (deferred_sharing.h), and are not yet.
+  bool sharing_deferred() const { return deferred_ != nullptr; }
 
   // [va, va+len) lies inside the MR's address space.
   bool contains(uint64_t va, uint64_t len) const {
@@ -100,6 +105,8 @@ class Mr {
   ObjectQuota::Slot slot_;
   uint32_t bound_windows_ = 0;  // memory windows bound to it
   std::optional<SharedPagesRef> pages_;
+  // Its deferred sharing, until it ran (under the MR table lock).
+  std::shared_ptr<DeferredSharing::Pending> deferred_;
 };
 
 // Device memory (ibv_alloc_dm(3)): memory of the HCA that the host reaches

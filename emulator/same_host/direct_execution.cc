@@ -14,6 +14,7 @@
 #include "emulator/same_host/peer_pages.h"
 #include "emulator/same_host/target_table_layout.h"
 #include "emulator/sync/shared_lock_word.h"
+#include "emulator/wire/futex.h"
 
 namespace softverbs {
 namespace {
@@ -134,14 +135,24 @@ uint32_t access_needed(DirectKind kind) {
   }
 }
 
+// Asks the owner to share the MR's pages (deferred_sharing.h), once per
+// entry: the first ask wakes its sharing thread; the ones after cost a load.
+void ask_for_pages(TargetTableHeader& header, TargetMrEntry& entry) {
+  if (shared_field(entry.pages_wanted).load(std::memory_order_relaxed) != 0) return;
+  if (shared_field(entry.pages_wanted).exchange(1, std::memory_order_relaxed) != 0) return;
+  auto& calls = *reinterpret_cast<std::atomic<uint32_t>*>(&header.pages_wanted_calls);
+  calls.fetch_add(1, std::memory_order_release);
+  futex_wake_shared(calls, 1);
+}
+
 DirectResult executed_if(bool done) {
   return done ? DirectResult::kExecuted : DirectResult::kNotHere;
 }
 
-// Moves the bytes of `op` into or out of the MR `mr` (checked) of `pid`,
-// or runs its atomic there.
+// Moves the bytes of `op` into or out of the MR `mr` (checked; `entry`
+// its locked entry) of `pid`, or runs its atomic there.
 DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOperation& op,
-                        const TargetMrEntry& mr) {
+                        const TargetMrEntry& mr, TargetMrEntry& entry) {
   const uint64_t within = op.va - mr.iova;
   if (op.same_process)
     return executed_if(move_here(op, reinterpret_cast<uint8_t*>(mr.host_address + within)));
@@ -156,6 +167,7 @@ DirectResult move_bytes(TargetTableLayout& table, uint32_t pid, const DirectOper
       return executed_if(move_here(op, pages->base + offset));
     }
   }
+  if (mr.pages_inode == 0) ask_for_pages(table.header, entry);
   // No system call is atomic against the target's CPU.
   if (op.only_without_system_call || op.is_atomic()) return DirectResult::kNeedsSystemCall;
   bool refused = false;
@@ -195,7 +207,7 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
     });
     Unlocker<TargetMrEntry> mr_unlock{mr};
     if (!mr) return DirectResult::kNotHere;
-    const DirectResult moved = move_bytes(table, pid, op, mr_seen);
+    const DirectResult moved = move_bytes(table, pid, op, mr_seen, *mr);
     if (moved != DirectResult::kExecuted) return moved;
   }
   if (op.place_only) return DirectResult::kExecuted;

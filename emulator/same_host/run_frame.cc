@@ -2,9 +2,11 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "emulator/memory/page_move.h"
 #include "emulator/packet/crc32.h"
 
 namespace softverbs {
@@ -136,10 +138,19 @@ int pull_run(const RunFrame& run, std::span<const RunPiece> local) {
   }
   if (wanted != run.bytes) return EINVAL;
   if (wanted == 0) return 0;
-  const ssize_t got = process_vm_readv(static_cast<pid_t>(run.sender_pid), local_iov,
-                                       local.size(), remote_iov, run.piece_count, 0);
-  if (got < 0) return errno;
-  return static_cast<uint64_t>(got) == wanted ? 0 : EIO;
+  for (;;) {
+    const uint32_t moves = page_move::moves_begun();
+    const ssize_t got = process_vm_readv(static_cast<pid_t>(run.sender_pid), local_iov,
+                                         local.size(), remote_iov, run.piece_count, 0);
+    if (got >= 0 && static_cast<uint64_t>(got) == wanted) return 0;
+    const int err = got < 0 ? errno : EIO;
+    // Pages of this process moving under the pull (page_move.h) turned
+    // read-only for the time: it is made again into the new ones.
+    const bool moved = std::any_of(local.begin(), local.end(), [&](const RunPiece& p) {
+      return page_move::moved_since(moves, p.addr, p.length);
+    });
+    if (!moved) return err;
+  }
 }
 
 }  // namespace softverbs

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "emulator/fault/fault_injector.h"
+#include "emulator/same_host/deferred_sharing.h"
 #include "emulator/same_host/target_table.h"
 #include "emulator/wire/shm_registry_layout.h"
 
@@ -27,7 +28,8 @@ SameHost::SameHost(SameHostPeers* peers, const fault::FaultInjector* faults, Set
       direct_enabled_(!switched_off("SOFTVERBS_DIRECT")),
       fair_timers_(settings.fair_timers),
       target_table_(std::make_unique<TargetTable>(peers ? peers->own_target_area()
-                                                        : std::span<uint8_t>{})) {
+                                                        : std::span<uint8_t>{})),
+      deferred_sharing_(std::make_unique<DeferredSharing>(*target_table_)) {
   if (settings.local_delivery && !switched_off("SOFTVERBS_LOCAL_DELIVERY"))
     local_qpns_.reset(static_cast<uint64_t*>(
         std::calloc(kMaxRegistryDevices * kQpnTableSize / 64, sizeof(uint64_t))));

@@ -29,6 +29,7 @@
 
 namespace softverbs {
 
+class DeferredSharing;
 class TargetTable;
 namespace fault {
 class FaultInjector;
@@ -69,6 +70,8 @@ class SameHost {
   // serving `dst` (empty: packets). refuse_direct(): the kernel refused
   // cross-memory attach, for good.
   TargetTable& target_table() { return *target_table_; }
+  // Large MRs' pages, shared once a peer reaches for them (deferred_sharing.h).
+  DeferredSharing& deferred_sharing() { return *deferred_sharing_; }
   bool direct_possible() const;
   PeerTargetArea direct_target(const WireAddress& dst);
   void refuse_direct() { direct_refused_.store(true, std::memory_order_relaxed); }
@@ -99,6 +102,7 @@ class SameHost {
   std::atomic<bool> direct_refused_{false};     // cross-memory attach refused: for good
   bool fair_timers_ = true;
   std::unique_ptr<TargetTable> target_table_;
+  std::unique_ptr<DeferredSharing> deferred_sharing_;  // after the table: ends first
   // One bit per QPN below kQpnTableSize, per device (calloc'd: pages are
   // touched only where QPNs are); null when local delivery is off.
   struct FreeDeleter {

@@ -6,7 +6,8 @@
 // about 1.5 µs of system call however short the message).
 //
 // Sharing an MR's pages replaces them, in place and at the same addresses,
-// with the pages of a memfd holding the same bytes:
+// with the pages of a memfd holding the same bytes (at registration, or
+// for a large MR once a peer reaches it: deferred_sharing.h):
 // - the MR must begin and end on page boundaries (memory from
 //   posix_memalign or mmap, as perftest and most RDMA programs allocate
 //   it), and lie in private anonymous memory (the heap, an anonymous
@@ -72,7 +73,12 @@ class SharedPages {
   // Shares the pages of [addr, addr+length), or finds them shared; nullopt
   // when they cannot be (above). Each ref is given back with release().
   std::optional<SharedPagesRef> share(uint64_t addr, uint64_t length);
+  // The same only where no page need move: inside pages an MR shares.
+  std::optional<SharedPagesRef> join(uint64_t addr, uint64_t length);
   void release(const SharedPagesRef& ref);
+  // Whether [addr, addr+length) begins and ends on page boundaries, as
+  // pages that move must.
+  static bool whole_pages(uint64_t addr, uint64_t length);
 
  private:
   struct File {
@@ -86,6 +92,7 @@ class SharedPages {
     uint64_t at, length;
     void* copy;
   };
+  std::optional<SharedPagesRef> share(uint64_t addr, uint64_t length, bool may_move);
   std::optional<SharedPagesRef> move_onto_new_file(uint64_t begin, uint64_t end, uint64_t addr);
   void move_back_to_private_pages(uint64_t begin, uint64_t end, uint64_t inode);
   // Around fork() (pthread_atfork, for every instance).

@@ -172,6 +172,7 @@ void TargetTable::publish_mr(const TargetMemory& mr) {
     e->pages_fd = mr.pages ? mr.pages->fd : -1;
     e->pages_inode = mr.pages ? mr.pages->inode : 0;
     e->pages_offset = mr.pages ? mr.pages->offset : 0;
+    shared_field(e->pages_wanted).store(0, std::memory_order_relaxed);
     shared_field(e->key).store(mr.rkey, std::memory_order_release);
     reseal(*e, seed_);
   }
@@ -190,6 +191,19 @@ void TargetTable::withdraw_mr(uint32_t device_index, uint32_t rkey) {
   shared_field(e->key).store(0, std::memory_order_release);
   e->device = 0;
   e->length = 0;
+}
+
+bool TargetTable::pages_wanted(uint32_t device_index, uint32_t rkey) {
+  std::lock_guard claims(claims_mutex_);
+  auto it = mrs_.find(mr_map_key(device_index, rkey));
+  return it != mrs_.end() &&
+         shared_field(it->second->pages_wanted).load(std::memory_order_relaxed) != 0;
+}
+
+std::atomic<uint32_t>& TargetTable::pages_wanted_calls() {
+  if (!table_) return no_calls_;
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  return *reinterpret_cast<std::atomic<uint32_t>*>(&table_->header.pages_wanted_calls);
 }
 
 }  // namespace softverbs

@@ -5,6 +5,7 @@
 // an in-process mutex; each entry's fields change under its shared lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -64,12 +65,20 @@ class TargetTable {
   void publish_mr(const TargetMemory& mr);
   void withdraw_mr(uint32_t device_index, uint32_t rkey);
 
+  // Whether an initiator of another process asked for the pages of the MR
+  // published under `rkey` to be shared (target_table_layout.h), and the
+  // word such an ask bumps and wakes (a futex; the table's own when it
+  // publishes nothing, where nobody asks).
+  bool pages_wanted(uint32_t device_index, uint32_t rkey);
+  std::atomic<uint32_t>& pages_wanted_calls();
+
  private:
   TargetTableLayout* table_ = nullptr;
   uint64_t seed_;
   std::unique_ptr<LivenessPage> liveness_;
   std::mutex claims_mutex_;  // claiming and freeing entries; a leaf
   std::unordered_map<uint64_t, TargetMrEntry*> mrs_;  // (device, rkey) -> entry
+  std::atomic<uint32_t> no_calls_{0};  // pages_wanted_calls() without a table
 };
 
 }  // namespace softverbs

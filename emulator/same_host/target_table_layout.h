@@ -30,7 +30,8 @@ namespace softverbs {
 
 inline constexpr uint64_t kTargetTableMagic = 0x746774742d767373ull;  // "ssv-ttgt"
 // 4: lock words hold the holder's pid and bits of its start time.
-inline constexpr uint32_t kTargetTableVersion = 4;
+// 5: initiators ask for an MR's pages to be shared (pages_wanted).
+inline constexpr uint32_t kTargetTableVersion = 5;
 
 struct TargetTableHeader {
   uint64_t magic;               // written last, read with acquire
@@ -38,7 +39,9 @@ struct TargetTableHeader {
   uint32_t pid;                 // the owner, as its pid namespace names it
   uint64_t pid_namespace;       // inode of the owner's /proc/self/ns/pid
   uint32_t accepting;           // 0 while every packet must travel (faults, capture)
-  uint32_t reserved;
+  // Bumped, and woken as a futex, by an initiator that set an MR entry's
+  // pages_wanted: the owner's deferred sharing sleeps on it.
+  uint32_t pages_wanted_calls;
   uint64_t seed;                // keys the entries' seals
   // The owner's liveness page (liveness_page.h), when it shares MR pages:
   // its descriptor in the owner and its inode (0: none).
@@ -65,7 +68,10 @@ struct alignas(64) TargetQpEntry {
 
 // An MR with an R_Key. key: 0 empty, else the R_Key; device 1-based.
 // pages_inode 0: its pages are the owner's own (reached by system calls);
-// else they lie in a file the owner shares (shared_pages.h).
+// else they lie in a file the owner shares (shared_pages.h). pages_wanted
+// (not sealed, set by initiators): an initiator of another process reached
+// the MR while its pages were the owner's own; the owner may share them
+// then (deferred_sharing.h).
 struct alignas(64) TargetMrEntry {
   uint32_t lock;
   uint32_t key;
@@ -77,7 +83,7 @@ struct alignas(64) TargetMrEntry {
   uint64_t length;
   uint64_t host_address;        // of iova, in the owner's address space
   int32_t pages_fd;             // the file's descriptor in the owner
-  uint32_t reserved;
+  uint32_t pages_wanted;
   uint64_t pages_inode;
   uint64_t pages_offset;        // of iova, in the file
   uint64_t seal;                // of everything above but the lock
