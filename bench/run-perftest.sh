@@ -141,7 +141,7 @@ PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 private_ib_atomic_lat:8 private_ib_atomic_
 for t in $THREAD_COUNTS; do PLAN+=("threads:$t"); done
 for t in $THREAD_COUNTS; do PLAN+=("threads_send:$t"); done
 for t in $PEER_THREAD_COUNTS; do PLAN+=("thread_peers:$t"); done
-PLAN+=(qps:2 "qps:$QP_COUNT" 'gbench:^hot_')
+PLAN+=(qps:2 "qps:$QP_COUNT" reg_mr:1073741824 private_reg_mr:1073741824 'gbench:^hot_')
 ((QUICK)) || PLAN+=('gbench:^rc_.*_pingpong' 'gbench:^rc_write_bandwidth')
 if [[ -n $only ]]; then
   mapfile -t PLAN < <(printf '%s\n' "${PLAN[@]}" | grep -E -- "$only")

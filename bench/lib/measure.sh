@@ -10,8 +10,8 @@
 # IDs: TOOL:SIZE for perftest (ib_send_lat:8, ib_write_bw:65536 ...;
 # private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0),
 # fi_pingpong:SIZE, cma:SIZE, memcpy:SIZE, hop, stalls, futex, threads:T,
-# threads_send:T, thread_peers:T, qps:N and gbench:FILTER (a family of
-# softverbs_bench).
+# threads_send:T, thread_peers:T, qps:N, reg_mr:BYTES (private_reg_mr:BYTES)
+# and gbench:FILTER (a family of softverbs_bench).
 #
 # Needs: CLI, BENCH_BIN (the build's bench/ folder), DEVICE, ROUND, SAMPLES,
 # LIMIT (seconds per process), QUICK (0/1), IDLE_SECONDS, THREAD_SECONDS,
@@ -290,6 +290,29 @@ measure_qps() {
   [[ -s $err ]] && NOTE+=" ($(tail -n1 "$err"))"
 }
 
+# reg_mr:BYTES: ibv_reg_mr of BYTES of touched anonymous memory, with
+# softverbs' defaults (MR pages shared; from 16 MiB once a peer reaches
+# them); private_reg_mr:BYTES with SOFTVERBS_SHARE_MR_PAGES=0. Figures:
+# reg_us and dereg_us, per call (softverbs_bench's reg_mr).
+measure_reg_mr() {
+  local id=$1 bytes=${1#*:} sharing=(-u SOFTVERBS_SHARE_MR_PAGES)
+  [[ $id == private_* ]] && sharing=(SOFTVERBS_SHARE_MR_PAGES=0)
+  run_program "$id" env "${sharing[@]}" "$CLI" run -- "$BENCH_BIN/softverbs_bench" \
+    --benchmark_format=csv --benchmark_filter="^reg_mr/$bytes/" || return
+  local figures
+  figures=$(awk -F, '
+    function unquote(s) { gsub(/^"|"$/, "", s); return s }
+    $1 == "name" { for (i = 1; i <= NF; i++) column[unquote($i)] = i; next }
+    column["reg_us"] && $column["reg_us"] != "" { print $column["reg_us"], $column["dereg_us"] }' "$RUN_OUT")
+  if [[ -z $figures ]]; then
+    record_failure "$id" "softverbs_bench printed no reg_mr/$bytes row"
+    return
+  fi
+  record "$id" reg_us "${figures% *}"
+  record "$id" dereg_us "${figures#* }"
+  NOTE="ibv_reg_mr ${figures% *} us, ibv_dereg_mr ${figures#* } us"
+}
+
 # A family of Google Benchmark micro-benchmarks, as CSV; one sample per
 # benchmark and figure: ns (wall time per iteration), gbps, one_way_us.
 measure_gbench() {
@@ -335,6 +358,7 @@ measure() {
     thread_peers:*) measure_thread_peers "$1" ;;
     qps:*) measure_qps "$1" ;;
     gbench:*) measure_gbench "$1" ;;
+    reg_mr:* | private_reg_mr:*) measure_reg_mr "$1" ;;
     *) record_failure "$1" "unknown measurement" ;;
   esac
 }

@@ -156,6 +156,8 @@ targets_table() {
   for t in $PEER_THREAD_COUNTS; do ((t <= $(nproc))) && peers=$t; done
   ratio_row "$peers threads, own QPs, CQs and channels, ping-ponging with another process's, vs $peers x one thread (round trips/s per thread)" \
     "thread_peers:$peers|per_thread" "thread_peers:1|rate" ge 0.85 rt/s
+  ratio_row "ibv_reg_mr of 1 GiB vs the same with private MR pages (SOFTVERBS_SHARE_MR_PAGES=0)" \
+    "reg_mr:1073741824|reg_us" "private_reg_mr:1073741824|reg_us" le 1.5 us
   absolute_row "CPU of an idle process holding 2 connected RC QPs" "qps:2|idle_cpu_pct" lt 0.2 "% of a core"
   absolute_row "CPU of an idle process holding $QP_COUNT connected RC QPs$(created_note "$QP_COUNT")" \
     "qps:$QP_COUNT|idle_cpu_pct" lt 0.2 "% of a core"
