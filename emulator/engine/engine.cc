@@ -231,6 +231,8 @@ void Engine::stop_own_threads() {
 
 Engine::~Engine() {
   stop_own_threads();
+  // Its thread waits on a word of the target area, which the wire holds.
+  same_host_.stop_deferred_sharing();
   if (fault_injector_) fault_injector_->set_conversations(nullptr);
   wire_.reset();
   qpns_.reset();

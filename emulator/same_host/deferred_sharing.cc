@@ -23,13 +23,17 @@ struct DeferredSharing::Pending {
 
 DeferredSharing::DeferredSharing(TargetTable& table) : table_(table) {}
 
-DeferredSharing::~DeferredSharing() {
+DeferredSharing::~DeferredSharing() { stop(); }
+
+void DeferredSharing::stop() {
   {
     std::lock_guard lock(mutex_);
+    if (stopping_) return;
     stopping_ = true;
+    if (!thread_.joinable()) return;
   }
   wake();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
 }
 
 DeferredSharing::Handle DeferredSharing::add(Job job) {
@@ -39,7 +43,7 @@ DeferredSharing::Handle DeferredSharing::add(Job job) {
   {
     std::lock_guard lock(mutex_);
     waiting_.push_back(pending);
-    if (!thread_.joinable()) thread_ = start_internal_thread([this] { serve(); });
+    if (!thread_.joinable() && !stopping_) thread_ = start_internal_thread([this] { serve(); });
     asked_already = table_.pages_wanted(pending->job.device_index, pending->job.rkey);
   }
   // Asked between the MR's publication and now: the thread may have looked

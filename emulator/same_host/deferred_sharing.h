@@ -76,6 +76,10 @@ class DeferredSharing {
   // it ran to its end (waited for).
   void cancel(const Handle& handle);
 
+  // Ends the thread (waiting for a move in progress); jobs still waiting
+  // never run. The destructor does it too.
+  void stop();
+
   // Jobs still waiting for a peer; jobs run (tests, stats).
   size_t waiting();
   uint64_t moves();

@@ -100,6 +100,8 @@ void SameHost::fault_plan_changed() {
                                !runs_refused_here_.load(std::memory_order_relaxed));
 }
 
+void SameHost::stop_deferred_sharing() { deferred_sharing_->stop(); }
+
 void SameHost::stop_accepting() { target_table_->set_accepting(false); }
 
 }  // namespace softverbs

@@ -70,8 +70,10 @@ class SameHost {
   // serving `dst` (empty: packets). refuse_direct(): the kernel refused
   // cross-memory attach, for good.
   TargetTable& target_table() { return *target_table_; }
-  // Large MRs' pages, shared once a peer reaches for them (deferred_sharing.h).
+  // Large MRs' pages, shared once a peer reaches for them (deferred_sharing.h);
+  // its thread ended, before the target area goes.
   DeferredSharing& deferred_sharing() { return *deferred_sharing_; }
+  void stop_deferred_sharing();
   bool direct_possible() const;
   PeerTargetArea direct_target(const WireAddress& dst);
   void refuse_direct() { direct_refused_.store(true, std::memory_order_relaxed); }

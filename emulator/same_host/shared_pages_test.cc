@@ -115,6 +115,25 @@ TEST_F(SharedPagesTest, AnMrInsideSharedPagesTakesTheSameFileAndTheLastReleaseCl
   pages_.release(*again);
 }
 
+// join() takes only pages already shared: a registration that must not
+// copy (deferred_sharing.h) moves nothing.
+TEST_F(SharedPagesTest, JoinTakesPagesAlreadySharedAndMovesNoOthers) {
+  EXPECT_FALSE(pages_.join(at(0), 2 * kPage));
+  EXPECT_FALSE(mapping_at(0).shared) << "join() moved pages";
+  std::optional<SharedPagesRef> outer = pages_.share(at(0), 2 * kPage);
+  ASSERT_TRUE(outer);
+  std::optional<SharedPagesRef> inner = pages_.join(at(kPage), kPage);
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(inner->inode, outer->inode);
+  EXPECT_EQ(inner->offset, kPage);
+  // Beyond the file: nothing, and the pages past it stay private.
+  EXPECT_FALSE(pages_.join(at(kPage), 2 * kPage));
+  EXPECT_FALSE(mapping_at(2 * kPage).shared);
+  pages_.release(*inner);
+  pages_.release(*outer);
+  EXPECT_TRUE(pattern_intact());
+}
+
 // Memory freed after deregistration is reused for anything (the heap's
 // next objects): a child of fork() must have it.
 TEST_F(SharedPagesTest, AfterTheLastReleaseAChildOfForkHasThePagesAgain) {
