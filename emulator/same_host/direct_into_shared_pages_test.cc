@@ -22,37 +22,42 @@ namespace {
 
 using packet::Opcode;
 
-// The target's MR pages shared (SOFTVERBS_SHARE_MR_PAGES, shared_pages.h):
-// the initiator maps them and a direct copy is a memcpy, so a stream of
-// short ones stays direct as within one process. The target's MR lies on
-// pages of its own, as only whole pages are shared.
-class DirectIntoSharedPages : public DirectTransport {
+// Pages of the target's own for its MR (only whole pages are shared),
+// held by the test, which also stands for the target's life: no progress
+// thread holds its liveness page here.
+class IntoTargetPages : public DirectTransport {
  protected:
-  static constexpr size_t kBytes = 256 * 1024;
+  explicit IntoTargetPages(size_t bytes) : bytes_(bytes) {}
   void SetUp() override {
     DirectTransport::SetUp();
-    // No progress thread here: this thread stands for the target's life.
     engine_->same_host().target_table().hold_liveness();
-    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(p, MAP_FAILED);
     pages_ = static_cast<uint8_t*>(p);
-    std::memset(pages_, 9, kBytes);
+    std::memset(pages_, 9, bytes_);
   }
   void TearDown() override {
     engine_->same_host().target_table().release_liveness();
     DirectTransport::TearDown();
-    munmap(pages_, kBytes);
+    munmap(pages_, bytes_);
   }
-  SharingPages sharing_{true};
   // b's MR over the pages (held by the test, after b's PD).
-  void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr,
-                      uint32_t remote_access = kAccessRemoteWrite | kAccessRemoteRead) {
+  void register_over_pages(Endpoint& b, std::unique_ptr<Mr>& mr, uint32_t remote_access) {
     Errno err;
-    mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
+    mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), bytes_,
                            kAccessLocalWrite | remote_access, err);
     ASSERT_TRUE(mr) << err;
-    ASSERT_TRUE(mr->shared_pages()) << "the target's pages were not shared";
     rkey_ = mr->rkey();
+  }
+  // One FETCH_AND_ADD of 1 on `word` of the pages, waited for.
+  void add_one(Endpoint& a, uint64_t* word, uint64_t wr_id) {
+    Sge result = sge(a, 0, 8);
+    ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, wr_id, result,
+                                     reinterpret_cast<uint64_t>(word), rkey_, 1)),
+              0);
+    Completion c;
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    ASSERT_EQ(c.status, WcStatus::kSuccess);
   }
   SendRequest into_pages(WrOpcode opcode, uint64_t wr_id, Sge& local, uint64_t offset) {
     SendRequest wr = send_of(wr_id, local);
@@ -61,8 +66,24 @@ class DirectIntoSharedPages : public DirectTransport {
     wr.rkey = rkey_;
     return wr;
   }
+  SharingPages sharing_{true};
+  const size_t bytes_;
   uint8_t* pages_ = nullptr;
   uint32_t rkey_ = 0;
+};
+
+// The target's MR pages shared (SOFTVERBS_SHARE_MR_PAGES, shared_pages.h):
+// the initiator maps them and a direct copy is a memcpy, so a stream of
+// short ones stays direct as within one process.
+class DirectIntoSharedPages : public IntoTargetPages {
+ protected:
+  static constexpr size_t kBytes = 256 * 1024;
+  DirectIntoSharedPages() : IntoTargetPages(kBytes) {}
+  void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr,
+                      uint32_t remote_access = kAccessRemoteWrite | kAccessRemoteRead) {
+    register_over_pages(b, mr, remote_access);
+    ASSERT_TRUE(mr->shared_pages()) << "the target's pages were not shared";
+  }
 };
 
 TEST_F(DirectIntoSharedPages, ShortWritesAndReadsPostedAheadStayDirect) {
@@ -164,22 +185,13 @@ TEST_F(DirectIntoSharedPages, AtomicsAfterARefusalThatPassedAreExecutedDirectlyA
   register_pages(b, mr, kAccessRemoteWrite | kAccessRemoteAtomic);
   auto* word = reinterpret_cast<uint64_t*>(pages_ + 64);
   *word = 0;
-  Sge result = sge(a, 0, 8);
-  auto add_one = [&](uint64_t wr_id) {
-    ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, wr_id, result,
-                                     reinterpret_cast<uint64_t>(word), mr->rkey(), 1)),
-              0);
-    Completion c;
-    ASSERT_TRUE(poll_one(*a.send_cq, c));
-    ASSERT_EQ(c.status, WcStatus::kSuccess);
-  };
   engine_->same_host().target_table().release_liveness();
-  add_one(0);
+  add_one(a, word, 0);
   engine_->same_host().target_table().hold_liveness();
   EXPECT_EQ(a.qp->counters().direct_operations, 0u) << "the refused one";
   EXPECT_EQ(count_opcode(Opcode::kRcFetchAdd), 1u);
   constexpr uint64_t kAdds = 40;
-  for (uint64_t i = 1; i <= kAdds; ++i) add_one(i);
+  for (uint64_t i = 1; i <= kAdds; ++i) add_one(a, word, i);
   EXPECT_EQ(*word, kAdds + 1);
   EXPECT_GE(a.qp->counters().direct_operations, kAdds - 8) << "asked again after a few";
   EXPECT_LE(count_opcode(Opcode::kRcFetchAdd), 1u + 8);
@@ -189,28 +201,13 @@ TEST_F(DirectIntoSharedPages, AtomicsAfterARefusalThatPassedAreExecutedDirectlyA
 // (deferred_sharing.h): peers reach it by system calls, and the first of
 // them asks for the pages, which then move onto a shared file behind the
 // program's back while its writes wait and land.
-class DirectIntoDeferredPages : public DirectTransport {
+class DirectIntoDeferredPages : public IntoTargetPages {
  protected:
   static constexpr size_t kBytes = DeferredSharing::kDeferredFrom;
-  void SetUp() override {
-    DirectTransport::SetUp();
-    engine_->same_host().target_table().hold_liveness();
-    void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    pages_ = static_cast<uint8_t*>(p);
-    std::memset(pages_, 9, kBytes);
-  }
-  void TearDown() override {
-    engine_->same_host().target_table().release_liveness();
-    DirectTransport::TearDown();
-    munmap(pages_, kBytes);
-  }
+  DirectIntoDeferredPages() : IntoTargetPages(kBytes) {}
   void register_pages(Endpoint& b, std::unique_ptr<Mr>& mr,
                       uint32_t remote_access = kAccessRemoteWrite | kAccessRemoteRead) {
-    Errno err;
-    mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(pages_), kBytes,
-                           kAccessLocalWrite | remote_access, err);
-    ASSERT_TRUE(mr) << err;
+    register_over_pages(b, mr, remote_access);
     ASSERT_FALSE(mr->shared_pages()) << "shared at registration";
     ASSERT_TRUE(mr->sharing_deferred());
   }
@@ -227,16 +224,6 @@ class DirectIntoDeferredPages : public DirectTransport {
     std::vector<MappedRange> maps = mappings_over(reinterpret_cast<uint64_t>(pages_), kBytes);
     return maps.size() == 1 && maps[0].shared;
   }
-  SendRequest into_pages(WrOpcode opcode, uint64_t wr_id, Sge& local, uint64_t offset,
-                         const Mr& mr) {
-    SendRequest wr = send_of(wr_id, local);
-    wr.opcode = opcode;
-    wr.remote_addr = reinterpret_cast<uint64_t>(pages_) + offset;
-    wr.rkey = mr.rkey();
-    return wr;
-  }
-  SharingPages sharing_{true};
-  uint8_t* pages_ = nullptr;
 };
 
 TEST_F(DirectIntoDeferredPages, TheFirstAtomicTravelsAsPacketsAndAsksForThePagesForTheNext) {
@@ -246,23 +233,14 @@ TEST_F(DirectIntoDeferredPages, TheFirstAtomicTravelsAsPacketsAndAsksForThePages
   register_pages(b, mr, kAccessRemoteWrite | kAccessRemoteAtomic);
   auto* word = reinterpret_cast<uint64_t*>(pages_ + kBytes - 64);
   *word = 5;
-  Sge result = sge(a, 0, 8);
-  auto add_one = [&](uint64_t wr_id) {
-    ASSERT_EQ(a.qp->post_send(atomic(WrOpcode::kAtomicFetchAdd, wr_id, result,
-                                     reinterpret_cast<uint64_t>(word), mr->rkey(), 1)),
-              0);
-    Completion c;
-    ASSERT_TRUE(poll_one(*a.send_cq, c));
-    ASSERT_EQ(c.status, WcStatus::kSuccess);
-  };
-  add_one(0);
+  add_one(a, word, 0);
   EXPECT_EQ(count_opcode(Opcode::kRcFetchAdd), 1u) << "no system call is atomic";
   ASSERT_TRUE(moved(1)) << "the pages were asked for and never moved";
   EXPECT_TRUE(mr->shared_pages());
   EXPECT_FALSE(mr->sharing_deferred());
   EXPECT_TRUE(pages_are_a_shared_file());
   constexpr uint64_t kAdds = 40;
-  for (uint64_t i = 1; i <= kAdds; ++i) add_one(i);
+  for (uint64_t i = 1; i <= kAdds; ++i) add_one(a, word, i);
   EXPECT_EQ(*word, 5 + kAdds + 1) << "the program's view of the word";
   EXPECT_GE(a.qp->counters().direct_operations, kAdds - 8) << "executed on the moved pages";
   EXPECT_TRUE(std::all_of(pages_, pages_ + kBytes - 64, [](uint8_t v) { return v == 9; }));
@@ -304,7 +282,7 @@ TEST_F(DirectIntoDeferredPages, WritesOfTheProgramAndOfThePeerDuringTheMoveAreNo
     uint64_t id = 0;
     auto write_at = [&](uint64_t offset) {
       Sge from = sge(a, 0, 64 * 1024);
-      ASSERT_EQ(a.qp->post_send(into_pages(WrOpcode::kRdmaWrite, ++id, from, offset, *mr)), 0);
+      ASSERT_EQ(a.qp->post_send(into_pages(WrOpcode::kRdmaWrite, ++id, from, offset)), 0);
       run_until_idle();
       Completion c;
       ASSERT_TRUE(poll_one(*a.send_cq, c));
