@@ -328,6 +328,29 @@ TEST_F(DirectIntoDeferredPages, InitiatorsOfTheOwnersOwnProcessDoNotAskForThePag
   EXPECT_EQ(sharing().waiting(), 1u);
 }
 
+// Re-registered before any peer reached it: the deferral starts again
+// with the new rights (the old one no longer waits), and the next ask
+// moves the pages.
+TEST_F(DirectIntoDeferredPages, ReRegistrationDefersSharingAnew) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  connect(a, b, 0, 0);
+  std::unique_ptr<Mr> mr;
+  register_pages(b, mr);
+  ASSERT_EQ(sharing().waiting(), 1u);
+  const uint32_t with_atomics = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteAtomic;
+  ASSERT_EQ(hca_->reregister_mr(*mr, MrChange{nullptr, nullptr, &with_atomics}), 0);
+  EXPECT_EQ(sharing().waiting(), 1u) << "the first deferral was left waiting";
+  EXPECT_TRUE(mr->sharing_deferred());
+  auto* word = reinterpret_cast<uint64_t*>(pages_ + 64);
+  *word = 0;
+  add_one(a, word, 1);
+  ASSERT_TRUE(moved(1));
+  EXPECT_TRUE(mr->shared_pages());
+  for (uint64_t i = 2; i <= 20; ++i) add_one(a, word, i);
+  EXPECT_EQ(*word, 20u);
+  EXPECT_GE(a.qp->counters().direct_operations, 19u - 8) << "executed on the moved pages";
+}
+
 // Deregistered just as a peer asked for its pages: whether the move had
 // begun or not, the MR goes, and the pages end private with their bytes.
 TEST_F(DirectIntoDeferredPages, DeregisteringWhileThePagesAreAskedForLeavesThemPrivate) {
