@@ -45,10 +45,9 @@ class TargetTable;
 class DeferredSharing {
  public:
   // Smaller MRs share their pages at registration, which then costs up to
-  // some 30 ms (about what an HCA takes to pin that much on a slow host),
-  // and their peers copy with a memcpy from the first operation: the
-  // buffers of the test suites and perftest's for messages up to a few
-  // MiB among them.
+  // some 30 ms, and their peers copy with a memcpy from the first
+  // operation: the buffers of the test suites, and perftest's for
+  // messages up to 4 MiB, among them.
   static constexpr uint64_t kDeferredFrom = uint64_t{16} << 20;
 
   struct Job {

