@@ -48,8 +48,37 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
           nullptr, 0);
 }
 
-bool inside(uintptr_t address, uint64_t begin, uint64_t end) {
-  return address >= begin && address < end;
+// [addr, addr+length) and [begin, end) share a byte.
+bool overlaps(uint64_t addr, uint64_t length, uint64_t begin, uint64_t end) {
+  return addr < end && begin < addr + length;
+}
+
+// Whether the move `sequence` (odd: running when read) is over
+// [addr, addr+length): the range read is that move's only if no other
+// began since.
+bool running_over(uint32_t sequence, uint64_t addr, uint64_t length) {
+  return overlaps(addr, length, g_begin.load(std::memory_order_relaxed),
+                  g_end.load(std::memory_order_relaxed)) &&
+         g_sequence.load(std::memory_order_acquire) == sequence;
+}
+
+void wait_for_end(uint32_t sequence) {
+  while (g_sequence.load(std::memory_order_acquire) == sequence) futex_wait(g_sequence, sequence);
+}
+
+// The latest finished move over [addr, addr+length) that is remembered,
+// whichever slots cover it; 0: none.
+uint32_t latest_finished_over(uint64_t addr, uint64_t length) {
+  uint32_t latest = 0;
+  for (const Finished& slot : g_finished) {
+    const uint32_t finished = slot.sequence.load(std::memory_order_relaxed);
+    if (finished != 0 &&
+        overlaps(addr, length, slot.begin.load(std::memory_order_relaxed),
+                 slot.end.load(std::memory_order_relaxed)) &&
+        (latest == 0 || static_cast<int32_t>(finished - latest) > 0))
+      latest = finished;
+  }
+  return latest;
 }
 
 }  // namespace
@@ -84,29 +113,15 @@ void finish(int restore_prot) {
 
 bool waited_for(uintptr_t address) {
   const uint32_t sequence = g_sequence.load(std::memory_order_acquire);
-  if (sequence & 1) {
-    const bool in_move = inside(address, g_begin.load(std::memory_order_relaxed),
-                                g_end.load(std::memory_order_relaxed));
-    // The range read belongs to this move only if no other began since.
-    if (in_move && g_sequence.load(std::memory_order_acquire) == sequence) {
-      g_writes_held.fetch_add(1, std::memory_order_relaxed);
-      while (g_sequence.load(std::memory_order_acquire) == sequence)
-        futex_wait(g_sequence, sequence);
-      return true;
-    }
+  if ((sequence & 1) && running_over(sequence, address, 1)) {
+    g_writes_held.fetch_add(1, std::memory_order_relaxed);
+    wait_for_end(sequence);
+    return true;
   }
-  // Once after the latest finished move over the address, whichever slots
-  // cover it: a range moved onto a file and back has two, and a fault
-  // retried after each in turn would be retried for ever.
-  uint32_t latest = 0;
-  for (const Finished& slot : g_finished) {
-    const uint32_t finished = slot.sequence.load(std::memory_order_relaxed);
-    if (finished != 0 &&
-        inside(address, slot.begin.load(std::memory_order_relaxed),
-               slot.end.load(std::memory_order_relaxed)) &&
-        (latest == 0 || static_cast<int32_t>(finished - latest) > 0))
-      latest = finished;
-  }
+  // Once after the latest finished move over the address: a range moved
+  // onto a file and back has two, and a fault retried after each in turn
+  // would be retried for ever.
+  const uint32_t latest = latest_finished_over(address, 1);
   if (latest == 0 || (t_retried.address == address && t_retried.sequence == latest)) return false;
   t_retried = Retried{address, latest};
   return true;
@@ -115,22 +130,14 @@ bool waited_for(uintptr_t address) {
 uint32_t moves_begun() { return g_sequence.load(std::memory_order_acquire); }
 
 bool moved_since(uint32_t before, uint64_t addr, uint64_t length) {
-  auto overlaps = [&](uint64_t begin, uint64_t end) { return addr < end && begin < addr + length; };
   const uint32_t now = g_sequence.load(std::memory_order_acquire);
-  if ((now & 1) &&
-      overlaps(g_begin.load(std::memory_order_relaxed), g_end.load(std::memory_order_relaxed))) {
-    while (g_sequence.load(std::memory_order_acquire) == now) futex_wait(g_sequence, now);
+  if ((now & 1) && running_over(now, addr, length)) {
+    wait_for_end(now);
     return true;
   }
   if (now == before) return false;
-  for (const Finished& slot : g_finished) {
-    const uint32_t finished = slot.sequence.load(std::memory_order_relaxed);
-    if (static_cast<int32_t>(finished - before) > 0 &&
-        overlaps(slot.begin.load(std::memory_order_relaxed),
-                 slot.end.load(std::memory_order_relaxed)))
-      return true;
-  }
-  return false;
+  const uint32_t latest = latest_finished_over(addr, length);
+  return latest != 0 && static_cast<int32_t>(latest - before) > 0;
 }
 
 uint64_t writes_held() { return g_writes_held.load(std::memory_order_relaxed); }

@@ -140,7 +140,7 @@ uint32_t access_needed(DirectKind kind) {
 void ask_for_pages(TargetTableHeader& header, TargetMrEntry& entry) {
   if (shared_field(entry.pages_wanted).load(std::memory_order_relaxed) != 0) return;
   if (shared_field(entry.pages_wanted).exchange(1, std::memory_order_relaxed) != 0) return;
-  auto& calls = *reinterpret_cast<std::atomic<uint32_t>*>(&header.pages_wanted_calls);
+  std::atomic<uint32_t>& calls = pages_wanted_calls(header);
   calls.fetch_add(1, std::memory_order_release);
   futex_wake_shared(calls, 1);
 }

@@ -201,9 +201,7 @@ bool TargetTable::pages_wanted(uint32_t device_index, uint32_t rkey) {
 }
 
 std::atomic<uint32_t>& TargetTable::pages_wanted_calls() {
-  if (!table_) return no_calls_;
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
-  return *reinterpret_cast<std::atomic<uint32_t>*>(&table_->header.pages_wanted_calls);
+  return table_ ? softverbs::pages_wanted_calls(table_->header) : no_calls_;
 }
 
 }  // namespace softverbs

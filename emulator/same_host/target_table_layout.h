@@ -119,6 +119,12 @@ std::atomic_ref<T> shared_field(T& field) {
   return std::atomic_ref<T>(field);
 }
 
+// The header's pages_wanted_calls as the futex word both sides use.
+inline std::atomic<uint32_t>& pages_wanted_calls(TargetTableHeader& header) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  return *reinterpret_cast<std::atomic<uint32_t>*>(&header.pages_wanted_calls);
+}
+
 // An entry's sealed fields and seal, read once (under its lock) into
 // private memory, where a stray write cannot change them between a check
 // and a use. The lock word and `executed` stay behind.
