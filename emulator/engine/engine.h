@@ -370,6 +370,9 @@ class Engine {
   // Due timers while an application thread polls; false when that thread
   // holds the intake (it serves them).
   bool serve_due_timers_beside_poller();
+  // Asleep beside an application poll that stands (paused or not) until it
+  // lapses, then withdrawn (progress_thread.cc).
+  void sleep_beside_standing_poll();
   void park_for_fork();
   // Sleeps on the doorbell until a frame (or, while an application
   // thread polls, until the last poller leaves one behind), a wake() or the

@@ -93,15 +93,10 @@ void Engine::progress_thread_main() {
       // what comes. Stay out of its way, asleep: a nap would take the CPU
       // from it on every wake-up. Peers skip the doorbell while it polls,
       // and the last poller to leave a frame behind wakes this thread.
-      if (!application_serves || !serve_due_timers_beside_poller()) {
+      if (!application_serves || !serve_due_timers_beside_poller())
         nap(kYieldToApplicationNs);  // it serves outside a poll, briefly
-      } else if (standing_poll_.lapsed(clock_->now_ns())) {
-        // The program polled, then went on to other work: frames that
-        // came meanwhile are this thread's (served on the next round).
-        standing_poll_.withdraw();
-      } else {
-        sleep_until_woken(SleepUntil::kNoOnePolls);
-      }
+      else
+        sleep_beside_standing_poll();
       continue;
     }
     if (served != 0) {
@@ -116,9 +111,31 @@ void Engine::progress_thread_main() {
       doorbell_.wait(kDeferredRetryNs);  // frames wait for room at a peer
       continue;
     }
-    sleep_until_woken(SleepUntil::kFrameArrives);
+    if (standing_poll_.standing())
+      sleep_beside_standing_poll();  // paused: see there
+    else
+      sleep_until_woken(SleepUntil::kFrameArrives);
   }
   same_host_.target_table().release_liveness();
+}
+
+void Engine::sleep_beside_standing_poll() {
+  // The program polled, then went on to other work: frames that came
+  // meanwhile are this thread's (served on the next round).
+  if (standing_poll_.lapsed(clock_->now_ns())) {
+    standing_poll_.withdraw();
+    return;
+  }
+  // Also while the poll is paused (its last poll returned completions):
+  // a latency loop is back at its poll within moments, posting its answer
+  // in between, and a producer gives a paused poller that moment before it
+  // rings a thread asleep beside it (ShmMailbox::ring_doorbell). Asleep as
+  // if no one polled, this thread was rung for the next frame instead,
+  // served it in the poller's place and, the poller paused again by then,
+  // slept so once more: with one round trip in four, each a wake-up and a
+  // CPU taken from the poller (`ib_send_lat -c UC`: 5.5 µs on average
+  // against 0.64 µs typical).
+  sleep_until_woken(SleepUntil::kNoOnePolls);
 }
 
 bool Engine::serve_due_timers_beside_poller() {

@@ -23,10 +23,12 @@
 //
 // Between a poll that returned completions and the next poll the
 // announcement is paused (one plain store each way, read by senders with
-// the announcement): a program that got what it polled for and went on to
-// other work has its frames rung for at once, as before; a latency loop
-// back at its poll within 2 µs has them left to it (a sender facing a
-// paused poller waits that long, ShmMailbox::ring_doorbell). The lease
+// the announcement). The progress thread sleeps beside it all the same
+// (Engine::sleep_beside_standing_poll), and a sender facing a paused
+// poller waits up to 2 µs for it before it rings (ShmMailbox::
+// ring_doorbell): a latency loop back at its poll by then has its frames
+// left to it; a program that got what it polled for and went on to other
+// work has them rung for that late, until the lease ends. The lease
 // catches what is left: a poll that found nothing and was the program's
 // last for a while, and a frame published just as its poller paused.
 //
