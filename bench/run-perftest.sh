@@ -127,13 +127,15 @@ PEER_THREAD_COUNTS="1 2 4"
 # that the figures a target compares (ib_write_bw and CMA of one size, say)
 # are taken close together in time.
 # private_* are the same perftest runs with SOFTVERBS_SHARE_MR_PAGES=0 (the
-# one-sided operations by process_vm_writev/readv), beside the defaults.
+# one-sided operations by process_vm_writev/readv), beside the defaults;
+# uc_* and ud_* on UC and UD QPs (SENDs without acknowledgement).
 PLAN=()
 for size in $SIZES; do
   PLAN+=("ib_send_lat:$size" "ib_write_lat:$size" "ib_read_lat:$size" "fi_pingpong:$size"
          "ib_send_bw:$size" "ib_write_bw:$size" "ib_read_bw:$size" "cma:$size" "memcpy:$size")
   case $size in
-    8) PLAN+=("private_ib_write_lat:8" "private_ib_read_lat:8" "private_ib_write_bw:8") ;;
+    8) PLAN+=("uc_ib_send_lat:8" "ud_ib_send_lat:8"
+              "private_ib_write_lat:8" "private_ib_read_lat:8" "private_ib_write_bw:8") ;;
     65536 | 1048576) PLAN+=("private_ib_write_bw:$size") ;;
   esac
 done

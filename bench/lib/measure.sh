@@ -8,7 +8,8 @@
 # and leaves a short human-readable result in $NOTE for the progress line.
 #
 # IDs: TOOL:SIZE for perftest (ib_send_lat:8, ib_write_bw:65536 ...;
-# private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0),
+# private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0, uc_TOOL:SIZE and
+# ud_TOOL:SIZE on UC and UD QPs),
 # fi_pingpong:SIZE, cma:SIZE, memcpy:SIZE, hop, stalls, futex, threads:T,
 # threads_send:T, thread_peers:T, qps:N, reg_mr:BYTES (private_reg_mr:BYTES)
 # and gbench:FILTER (a family of softverbs_bench).
@@ -86,13 +87,17 @@ pair_failure() {
   echo "$why"
 }
 
-# TOOL:SIZE runs TOOL with softverbs' defaults (MR pages shared);
-# private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0 on both sides.
+# TOOL:SIZE runs TOOL with softverbs' defaults (MR pages shared, RC);
+# private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0 on both sides;
+# uc_TOOL:SIZE and ud_TOOL:SIZE on UC and UD QPs.
 measure_perftest() {
   local id=$1 tool=${1%%:*} size=${1#*:} iterations sharing=(-u SOFTVERBS_SHARE_MR_PAGES)
+  local connection=()
   [[ $tool == private_* ]] && tool=${tool#private_} sharing=(SOFTVERBS_SHARE_MR_PAGES=0)
+  [[ $tool == uc_* ]] && tool=${tool#uc_} connection=(-c UC)
+  [[ $tool == ud_* ]] && tool=${tool#ud_} connection=(-c UD)
   if [[ $tool == *_lat ]]; then iterations=$(latency_iterations "$size"); else iterations=$(bandwidth_iterations "$size"); fi
-  local args=(-d "$DEVICE" -F -p @PORT@ -n "$iterations")
+  local args=(-d "$DEVICE" -F -p @PORT@ -n "$iterations" "${connection[@]}")
   # Atomics are 8 bytes by definition; perftest takes no size for them.
   [[ $tool != ib_atomic_* ]] && args+=(-s "$size")
   SERVER_CMD=(env "${sharing[@]}" "$CLI" run -- "$tool" "${args[@]}")
@@ -351,7 +356,7 @@ measure_gbench() {
 measure() {
   NOTE=
   case $1 in
-    ib_* | private_ib_*) measure_perftest "$1" ;;
+    ib_* | private_ib_* | uc_ib_* | ud_ib_*) measure_perftest "$1" ;;
     fi_pingpong:*) measure_fi_pingpong "$1" ;;
     hop | stalls | futex | memcpy:* | cma:*) measure_limit "$1" ;;
     threads:* | threads_send:*) measure_threads "$1" ;;
