@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "emulator/engine/eventually.h"
 #include "emulator/transport/transport_test_fixture.h"
 
 namespace softverbs {
@@ -21,14 +22,6 @@ std::unique_ptr<Engine> engine_with_progress_thread() {
   config.qpns = std::make_unique<CountingQpns>();
   config.progress_thread = true;
   return std::make_unique<Engine>(std::move(config));
-}
-
-bool eventually(const std::function<bool()>& condition) {
-  for (int i = 0; i < 10'000; ++i) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(100us);
-  }
-  return condition();
 }
 
 TEST(ProgressThreadAtFork, HoldingParksTheThreadAndReleasingResumesIt) {

@@ -15,6 +15,7 @@
 
 #include "emulator/engine/clock.h"
 #include "emulator/engine/engine.h"
+#include "emulator/engine/eventually.h"
 #include "emulator/engine/standing_poll.h"
 #include "emulator/transport/transport_test_fixture.h"
 
@@ -74,14 +75,6 @@ class SteppedClock final : public Clock {
  private:
   std::atomic<uint64_t> now_{1'000'000'000};
 };
-
-bool eventually(const std::function<bool()>& condition) {
-  for (int i = 0; i < 100'000; ++i) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(100us);
-  }
-  return condition();
-}
 
 TEST(ProgressThreadSleep, BesideAPausedPollUntilItLapsesThenUntilAFrame) {
   SleepCountingDoorbell doorbell;
