@@ -131,10 +131,10 @@ void Engine::sleep_beside_standing_poll() {
   // in between, and a producer gives a paused poller that moment before it
   // rings a thread asleep beside it (ShmMailbox::ring_doorbell). Asleep as
   // if no one polled, this thread was rung for the next frame instead,
-  // served it in the poller's place and, the poller paused again by then,
-  // slept so once more: with one round trip in four, each a wake-up and a
-  // CPU taken from the poller (`ib_send_lat -c UC`: 5.5 µs on average
-  // against 0.64 µs typical).
+  // served it in the poller's place and, finding the poller paused again,
+  // slept so once more: one round trip in four cost a wake-up and a CPU
+  // taken from the poller (`ib_send_lat -c UC`: 5.5 µs on average against
+  // 0.64 µs typical).
   sleep_until_woken(SleepUntil::kNoOnePolls);
 }
 
