@@ -2,6 +2,7 @@
 // simulated clock (a 67 ms retransmit timeout tested in microseconds).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace softverbs {
@@ -23,17 +24,18 @@ class SteadyClock final : public Clock {
   static SteadyClock& instance();
 };
 
-// Advanced by hand; for deterministic tests.
+// Advanced by hand; for deterministic tests. Atomic, so a test may
+// advance it while an engine's progress thread reads it.
 class ManualClock final : public Clock {
  public:
-  uint64_t now_ns() const override { return now_; }
+  uint64_t now_ns() const override { return now_.load(std::memory_order_relaxed); }
   // Moves with now_ns(), from a fixed date (2024-01-01), so a run replays.
-  uint64_t wallclock_ns() const override { return kWallclockAtStart + now_; }
-  void advance(uint64_t ns) { now_ += ns; }
+  uint64_t wallclock_ns() const override { return kWallclockAtStart + now_ns(); }
+  void advance(uint64_t ns) { now_.fetch_add(ns, std::memory_order_relaxed); }
 
  private:
   static constexpr uint64_t kWallclockAtStart = 1'704'067'200ull * 1'000'000'000ull;
-  uint64_t now_ = 1'000'000'000;
+  std::atomic<uint64_t> now_{1'000'000'000};
 };
 
 }  // namespace softverbs

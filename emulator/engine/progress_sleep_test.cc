@@ -65,20 +65,9 @@ class SleepCountingDoorbell final : public Doorbell {
   std::atomic<int> withdrawals{0};
 };
 
-// Moved on by the test only, so a lease lapses exactly when it says.
-class SteppedClock final : public Clock {
- public:
-  uint64_t now_ns() const override { return now_.load(); }
-  uint64_t wallclock_ns() const override { return now_.load(); }
-  void advance(uint64_t ns) { now_.fetch_add(ns); }
-
- private:
-  std::atomic<uint64_t> now_{1'000'000'000};
-};
-
 TEST(ProgressThreadSleep, BesideAPausedPollUntilItLapsesThenUntilAFrame) {
   SleepCountingDoorbell doorbell;
-  SteppedClock clock;
+  ManualClock clock;  // moved on by the test only: a lease lapses when it says
   Engine::Config config;
   config.wire = std::make_unique<SilentWire>();
   config.doorbell = &doorbell;
