@@ -170,6 +170,7 @@ Catalog build_catalog() {
     const Gid default_gid = link_local_gid(d.node_guid);
     RocePort port = roce_port(i, default_gid, interfaces, kMaxOwnedAddresses);
     for (size_t g = 1; g < port.gids.size(); ++g) d.addresses.push_back(port.gids[g].gid);
+    d.net_devices = std::move(port.net_devices);
     if (d.link_layer == LinkLayer::kEthernet) {
       if (port.gids.size() > kGidTableLen) port.gids.resize(kGidTableLen);
       d.gids = std::move(port.gids);

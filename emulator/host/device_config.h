@@ -56,6 +56,9 @@ struct DeviceDescription {
   // The IP addresses it owns (roce_port.h), whatever its link layer: the
   // connection manager resolves them to it. On Ethernet also its GIDs.
   std::vector<Gid> addresses;
+  // The net devices that hold those addresses, loopback left out: sysfs'
+  // device/net/ (RocePort::net_devices).
+  std::vector<std::string> net_devices;
   ObjectLimits limits;
 
   uint8_t port_count() const { return static_cast<uint8_t>(1 + more_ports.size()); }

@@ -43,6 +43,7 @@ RocePort host_port(const Gid& default_gid, const std::vector<HostInterface>& int
       smallest_mtu = interface.mtu;
     for (const Gid& gid : interface.addresses)
       if (port.gids.size() < table_length) port.gids.push_back(entry(gid, &interface));
+    if (!interface.loopback) port.net_devices.push_back(interface.name);
   }
   if (smallest_mtu != 0) port.active_mtu = roce_mtu(smallest_mtu);
   return port;

@@ -20,6 +20,10 @@ struct GidEntry {
 struct RocePort {
   std::vector<GidEntry> gids;
   Mtu active_mtu = Mtu::k4096;
+  // The interfaces whose addresses the device owns, loopback left out (no
+  // HCA sits under lo): what the kernel lists in an RDMA device's
+  // device/net/, where tools look for the address to reach it by.
+  std::vector<std::string> net_devices;
 };
 
 // The largest IB MTU whose packet, with every RoCEv2 header, fits a frame of

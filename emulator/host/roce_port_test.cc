@@ -50,6 +50,7 @@ TEST(RocePort, Softverbs0HoldsEveryHostAddressAfterItsDefaultGid) {
   EXPECT_EQ(port.gids[3].netdev, "eth0");
   EXPECT_EQ(port.gids[4].gid, v6("fd00::2"));
   EXPECT_EQ(port.active_mtu, Mtu::k1024) << "a packet to any of its addresses must fit";
+  EXPECT_EQ(port.net_devices, std::vector<std::string>{"eth0"}) << "no HCA sits under lo";
 }
 
 TEST(RocePort, TheTableHoldsNoMoreThanItsLength) {
@@ -66,6 +67,7 @@ TEST(RocePort, LaterDevicesHoldALoopbackAddressOfTheirOwn) {
   EXPECT_EQ(second.gids[1].netdev, "lo");
   EXPECT_EQ(second.gids[1].ifindex, 1u);
   EXPECT_EQ(second.active_mtu, Mtu::k4096);
+  EXPECT_TRUE(second.net_devices.empty()) << "one alias of lo is not lo's interface";
   EXPECT_EQ(roce_port(3, v6("fe80::4"), two_interfaces(), 16).gids[1].gid, v4("127.0.0.4"));
 }
 

@@ -48,6 +48,24 @@ bool write_file(const std::string& path, const std::string& content) {
   return written;
 }
 
+// device/net/<if> for each net device holding the device's addresses, a
+// link to the interface's own sysfs directory as on a kernel device, where
+// a test suite (rdma-core's) finds the address to reach the device by.
+// None for a device that holds no interface (the kernel has no device/net
+// on a device without a net device either).
+std::string write_net_device_links(const std::string& root, const DeviceDescription& device) {
+  if (device.net_devices.empty()) return {};
+  for (const char* dir : {"/device", "/device/net"}) {
+    if (::mkdir((root + dir).c_str(), 0755) != 0) return describe("making " + root + dir);
+  }
+  for (const std::string& name : device.net_devices) {
+    const std::string link = root + "/device/net/" + name;
+    if (::symlink(("/sys/class/net/" + name).c_str(), link.c_str()) != 0)
+      return describe("linking " + link);
+  }
+  return {};
+}
+
 std::string write_sysfs_tree(const DeviceDescription& device) {
   const std::string root = std::string(kSysClass) + "/infiniband/" + device.name;
   if (::mkdir(root.c_str(), 0755) != 0) return describe("making " + root);
@@ -57,7 +75,7 @@ std::string write_sysfs_tree(const DeviceDescription& device) {
     if (!make_parents(root, name) || !write_file(root + "/" + name, content))
       return describe("writing " + root + "/" + name);
   }
-  return {};
+  return write_net_device_links(root, device);
 }
 
 // UCX wants a character device it may read and write; /dev/null's node is

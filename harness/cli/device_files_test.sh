@@ -54,6 +54,36 @@ check "a nested run makes its own devices" "softverbs0 softverbs1" \
   "$("$cli" run --device-files --devices 3 -- "$cli" run --device-files --devices 2 -- \
        sh -c 'echo $(ls /sys/class/infiniband)')"
 
+# device/net/: the interfaces that hold the device's addresses, where
+# rdma-core's test suite looks for the address its connection manager
+# tests use. In network namespaces this test makes (root only): one with an
+# up veth that has an address and a peer that is down, one with only lo.
+if [[ $(id -u) == 0 ]] && command -v ip >/dev/null && ip netns add "softverbs-df-$$" 2>/dev/null; then
+  ns=softverbs-df-$$
+  bare=softverbs-df-lo-$$
+  trap 'ip netns del "$ns" 2>/dev/null; ip netns del "$bare" 2>/dev/null' EXIT
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add sv-df0 type veth peer name sv-df1
+  ip -n "$ns" addr add 10.199.0.1/24 dev sv-df0
+  ip -n "$ns" link set sv-df0 up
+  in_ns=$(ip netns exec "$ns" "$cli" run --device-files --devices 2 -- sh -c "
+    echo \$(ls $sys/device/net)
+    readlink $sys/device/net/sv-df0
+    cat $sys/device/net/sv-df0/address
+    test -e /sys/class/infiniband/softverbs1/device && echo present || echo absent")
+  mapfile -t lines <<<"$in_ns"
+  check "device/net/: the up interfaces with the device's addresses, not lo" "sv-df0" "${lines[0]}"
+  check "device/net/sv-df0 links to the interface" "/sys/class/net/sv-df0" "${lines[1]}"
+  check "the interface's files through it" "$(ip -n "$ns" -br link show sv-df0 | awk '{print $3}')" "${lines[2]}"
+  check "softverbs1 (an alias on lo) has no device/" "absent" "${lines[3]}"
+  ip netns add "$bare"
+  ip -n "$bare" link set lo up
+  check "no device/ where only lo is up" "absent" \
+    "$(ip netns exec "$bare" "$cli" run --device-files -- sh -c "test -e $sys/device && echo present || echo absent")"
+else
+  echo "note: not root or no ip netns here; device/net/ was not checked"
+fi
+
 # Another user, unprivileged: through a user namespace, ids mapped to
 # themselves. Only where this runs as root and has setpriv to become nobody.
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then

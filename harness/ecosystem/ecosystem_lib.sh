@@ -10,7 +10,11 @@
 #                             function put in the background with & would
 #                             leave it running in a subshell)
 #   watch_traffic PROGRAM     samples `softverbs stats` while the test runs,
-#                             for the processes named PROGRAM
+#                             for the processes named PROGRAM; a test whose
+#                             programs run in a network namespace sets
+#                             in_namespace=(ip netns exec NS) first (the
+#                             programs answer on abstract sockets, which
+#                             are the namespace's)
 #   traffic_through_softverbs the frames those processes sent through the
 #                             soft devices (0 if none was seen)
 #   check_traffic [HINT]      checks that some did, keeping the count in
@@ -32,6 +36,7 @@ work=$(mktemp -d "/tmp/softverbs-${test_name}.XXXXXX")
 failures=0
 checks=0
 sampler=
+in_namespace=()
 
 cleanup() {
   [[ -n $sampler ]] && kill "$sampler" 2>/dev/null
@@ -93,7 +98,7 @@ watch_traffic() {
   : >"$work/traffic"
   (
     while :; do
-      "$cli" stats 2>/dev/null | awk -v program="$program" '
+      "${in_namespace[@]}" "$cli" stats 2>/dev/null | awk -v program="$program" '
         /^process / { mine = ($3 == program) }
         mine && /^engine:/ { for (i = 2; i <= NF; i++) if ($i ~ /^frames_sent=/) { sub(/.*=/, "", $i); print $i } }
       ' >>"$work/traffic"
