@@ -3,8 +3,8 @@
 # devices: pyverbs_rdma_cm.py finds its address where rdma-core's own test
 # suite does (the device's device/net/ in sysfs), connects two processes
 # through pyverbs' librdmacm wrappers and moves SENDs, an RDMA WRITE and an
-# RDMA READ, checking every byte. It runs in a network namespace this test
-# makes, with a veth pair whose up end holds the only address besides lo.
+# RDMA READ, checking every byte. It runs in a host of `softverbs topo`, a
+# network namespace whose one interface besides lo holds an address.
 # Passes when the program ends with status 0 and its frames went through
 # the soft devices. Root only (the namespace).
 #
@@ -18,14 +18,16 @@ export SOFTVERBS_LINK_LAYER=$link_layer
 (($(id -u) == 0)) || skip "needs root for the network namespace it runs in"
 need_packages python3-pyverbs iproute2
 
-namespace=softverbs-pyverbs-$$
-ip netns add "$namespace" || skip "ip netns add failed: no network namespaces here"
-trap 'ip netns del "$namespace" 2>/dev/null; cleanup' EXIT
-ip -n "$namespace" link set lo up
-ip -n "$namespace" link add sv-py0 type veth peer name sv-py1
-ip -n "$namespace" addr add 10.198.0.1/24 dev sv-py0
-ip -n "$namespace" link set sv-py0 up
-in_namespace=(ip netns exec "$namespace")
+# One host of `softverbs topo`: a network namespace whose sv0 is up with an
+# address. `topo exec` gives its programs a shared-memory prefix of their
+# own (the lib's, with the host's name), the same for the run and for
+# `softverbs stats`.
+topology=svpy$$
+"$cli" topo --name "$topology" up 1 >"$work/topo.log" 2>&1 ||
+  skip "softverbs topo up failed: $(tail -1 "$work/topo.log")"
+in_namespace=("$cli" topo --name "$topology" exec 1 --)
+trap '"${in_namespace[@]}" "$cli" reset --force >/dev/null 2>&1
+      "$cli" topo --name "$topology" down >/dev/null 2>&1; cleanup' EXIT
 
 watch_traffic python3
 port=$(free_tcp_port)
