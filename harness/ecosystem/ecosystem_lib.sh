@@ -12,9 +12,10 @@
 #   watch_traffic PROGRAM     samples `softverbs stats` while the test runs,
 #                             for the processes named PROGRAM; a test whose
 #                             programs run in a network namespace sets
-#                             in_namespace=(ip netns exec NS) first (the
-#                             programs answer on abstract sockets, which
-#                             are the namespace's)
+#                             in_namespace=(COMMAND PREFIX) first, the one
+#                             that runs its programs there (`softverbs topo
+#                             exec N --`): the programs answer on abstract
+#                             sockets, which are the namespace's
 #   traffic_through_softverbs the frames those processes sent through the
 #                             soft devices (0 if none was seen)
 #   check_traffic [HINT]      checks that some did, keeping the count in
