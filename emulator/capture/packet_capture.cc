@@ -23,7 +23,6 @@ using namespace packet::wire_order;
 using fault::Direction;
 using fault::FrameFate;
 
-constexpr uint64_t kDefaultLimitMiB = 256;
 constexpr size_t kEthernetHeaderBytes = 14;
 constexpr size_t kIpv4HeaderBytes = 20;
 constexpr size_t kIpv6HeaderBytes = 40;

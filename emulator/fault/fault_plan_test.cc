@@ -194,8 +194,8 @@ TEST(FaultPlanText, ToStringRoundTrips) {
       "",
       "seed=7; drop:p=0.05; dup:p=0.01; reorder:p=0.05,depth=3; corrupt:p=0.001",
       "drop:qp=0x12,nth=3",
-      "seed=0xffffffffffffffff; delay:dir=tx,qp=5,op=UD_SEND_ONLY_IMM,p=0.1,nth=4,limit=2,"
-      "us=0.001,jitter_ms=3.25",
+      ("seed=0xffffffffffffffff; delay:dir=tx,qp=5,op=UD_SEND_ONLY_IMM,p=0.1,nth=4,limit=2,"
+       "us=0.001,jitter_ms=3.25"),
       "delay:jitter_us=7; reorder:dir=rx,depth=4000000000,limit=1; corrupt:op=200,p=0.3333333333333333",
       "delay:ms=3600000",
       "seed=3; rnr:p=0.15; rnr:op=SEND_ONLY,nth=2",
