@@ -31,9 +31,13 @@
 #   SOFTVERBS_SKIP_SANITIZE=1 --all without the ASan+UBSan tree
 #   SOFTVERBS_SKIP_TSAN=1     --all without the ThreadSanitizer tree
 #   SOFTVERBS_SKIP_PACKAGE=1  --all without the Debian package and the CI recipes
+#   SOFTVERBS_BUILD_BESIDE_TESTS=0
+#                             --all builds each sanitizer tree when its step
+#                             comes, instead of beside the tests before it
+#                             at the lowest CPU priority (default 1)
 set -uo pipefail
 
-usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 all=0
 for arg in "$@"; do
@@ -111,6 +115,45 @@ step() {
 
 digests=()
 
+# With --all, each sanitizer tree builds beside the tests that come before
+# its own, at the lowest CPU priority: those tests leave a core idle much of
+# the time (their processes wait on each other and on timers), and a
+# niced compiler gets the CPU only while they do not want it. Its step
+# then waits for what is left of the build and prints its output.
+build_beside=${SOFTVERBS_BUILD_BESIDE_TESTS:-1}
+if [[ $build_beside != 0 && $build_beside != 1 ]]; then
+  echo "test: SOFTVERBS_BUILD_BESIDE_TESTS must be 1 (build the sanitizer trees beside the tests) or 0, not '$build_beside'" >&2
+  exit 2
+fi
+declare -A beside_pid=() beside_log=()
+# Interrupted: a build left running beside would go on alone.
+trap 'for pid in "${beside_pid[@]}"; do kill -- "-$pid" 2>/dev/null; done; exit 130' INT TERM
+
+# start_beside NAME COMMAND...: starts step NAME's command in the background.
+start_beside() {
+  local name=$1
+  shift
+  ((build_beside)) || return 0
+  beside_log[$name]=$(mktemp "${TMPDIR:-/tmp}/softverbs-test-build.XXXXXX")
+  # In a process group of its own (setsid), to be stopped whole.
+  setsid nice -n 19 "$@" >"${beside_log[$name]}" 2>&1 &
+  beside_pid[$name]=$!
+  echo "(started beside the tests, at the lowest CPU priority: $name)"
+}
+
+# finish_beside NAME COMMAND...: step NAME's command: waits for it if it was
+# started beside the tests, else runs it now.
+finish_beside() {
+  local name=$1 status
+  shift
+  [[ -n ${beside_pid[$name]:-} ]] || { "$@"; return; }
+  wait "${beside_pid[$name]}"
+  status=$?
+  cat "${beside_log[$name]}"
+  rm -f "${beside_log[$name]}"
+  return $status
+}
+
 # run_ctest BUILD_DIR [CTEST_ARGS...]: the tree's whole suite; on failure,
 # what failed and why, here and again in the summary.
 run_ctest() {
@@ -157,9 +200,20 @@ if ! step "setup" bash scripts/setup.sh; then
   exit 1
 fi
 
+asan_build="build with ASan+UBSan (build-asan/)"
+tsan_build="build with TSan (build-tsan/)"
+sanitize=0 tsan=0
+((all)) && [[ ${SOFTVERBS_SKIP_SANITIZE:-0} != 1 ]] && sanitize=1
+((all)) && [[ ${SOFTVERBS_SKIP_TSAN:-0} != 1 ]] && tsan=1
+
 if step "build (build/)" bash scripts/build.sh "$root/build"; then
+  if ((sanitize)); then
+    start_beside "$asan_build" bash scripts/build.sh --sanitize "$root/build-asan"
+  elif ((tsan)); then
+    start_beside "$tsan_build" bash scripts/build.sh --tsan "$root/build-tsan"
+  fi
   # The contributor's tier runs several tests at once; --all keeps CI's
-  # one at a time, where no test's timing depends on its neighbours.
+  # one at a time, beside nothing but a build that yields the CPU to them.
   if ((all)); then
     step "ctest (build/)" run_ctest "$root/build"
   else
@@ -175,14 +229,28 @@ fi
 # installing its packages when missing.
 step "ecosystem tier (build/)" ctest --test-dir "$root/build" --output-on-failure --no-tests=error -L ecosystem
 
-if [[ ${SOFTVERBS_SKIP_SANITIZE:-0} != 1 ]]; then
-  if step "build with ASan+UBSan (build-asan/)" bash scripts/build.sh --sanitize "$root/build-asan"; then
+if ((sanitize)); then
+  step "$asan_build" finish_beside "$asan_build" bash scripts/build.sh --sanitize "$root/build-asan"
+  asan_built=$?
+  ((tsan)) && start_beside "$tsan_build" bash scripts/build.sh --tsan "$root/build-tsan"
+  if ((asan_built == 0)); then
     step "ctest with ASan+UBSan (build-asan/)" run_ctest "$root/build-asan"
   fi
 fi
 
-if [[ ${SOFTVERBS_SKIP_TSAN:-0} != 1 ]]; then
-  if step "build with TSan (build-tsan/)" bash scripts/build.sh --tsan "$root/build-tsan"; then
+package=0
+((all)) && [[ ${SOFTVERBS_SKIP_PACKAGE:-0} != 1 ]] && (($(id -u) == 0)) && package=1
+# The package's build and the clean root file system (mostly a download),
+# made beside the ThreadSanitizer tests; the package step redoes whatever
+# failed here, and says why.
+prepare_package=(bash -c 'bash scripts/package.sh >/dev/null &&
+  source scripts/lib/clean-root.sh && clean_root_make')
+
+if ((tsan)); then
+  step "$tsan_build" finish_beside "$tsan_build" bash scripts/build.sh --tsan "$root/build-tsan"
+  tsan_built=$?
+  ((package)) && start_beside "package prepared" "${prepare_package[@]}"
+  if ((tsan_built == 0)); then
     # The tests fork processes after the engine's threads started; TSan
     # allows that with die_after_fork=0.
     TSAN_OPTIONS="die_after_fork=0 ${TSAN_OPTIONS:-}" \
@@ -194,6 +262,7 @@ fi
 # run from there as an unprivileged user (root only: skipped otherwise).
 if [[ ${SOFTVERBS_SKIP_PACKAGE:-0} != 1 ]]; then
   package_test() {
+    finish_beside "package prepared" true
     bash scripts/test-package.sh
     local status=$?
     ((status == 77)) && return 0  # skipped, and it said why
