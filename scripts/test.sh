@@ -75,9 +75,9 @@ times_file="$root/build/.test-step-seconds"
 declare -A typical=(
   ["setup"]=20 ["build (build/)"]=550 ["ctest (build/)"]=720
   ["build with ASan+UBSan (build-asan/)"]=240 ["ctest with ASan+UBSan (build-asan/)"]=1280
-  ["build with TSan (build-tsan/)"]=30 ["ctest with TSan (build-tsan/)"]=1250
-  ["package: build, install in a clean Debian 12, run"]=120
-  ["CI recipes: each job of docs/ci-recipes.md in a clean Debian 12"]=90
+  ["build with TSan (build-tsan/)"]=30 ["ctest with TSan (build-tsan/)"]=1290
+  ["package: build, install in a clean Debian 12, run"]=30
+  ["CI recipes: each job of docs/ci-recipes.md in a clean Debian 12"]=60
   ["ecosystem tier (build/)"]=160
 )
 declare -A measured=()  # the steps whose figure was measured here
