@@ -32,12 +32,13 @@
 #   SOFTVERBS_SKIP_TSAN=1     --all without the ThreadSanitizer tree
 #   SOFTVERBS_SKIP_PACKAGE=1  --all without the Debian package and the CI recipes
 #   SOFTVERBS_BUILD_BESIDE_TESTS=0
-#                             --all builds each sanitizer tree when its step
-#                             comes, instead of beside the tests before it
-#                             at the lowest CPU priority (default 1)
+#                             --all builds each sanitizer tree and the
+#                             package when its step comes, instead of beside
+#                             the tests before it at the lowest CPU priority
+#                             (default 1)
 set -uo pipefail
 
-usage() { sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 all=0
 for arg in "$@"; do
@@ -115,14 +116,14 @@ step() {
 
 digests=()
 
-# With --all, each sanitizer tree builds beside the tests that come before
-# its own, at the lowest CPU priority: those tests leave a core idle much of
+# With --all, each sanitizer tree (and the package) builds beside the
+# tests that come before its own, at the lowest CPU priority: those tests leave a core idle much of
 # the time (their processes wait on each other and on timers), and a
 # niced compiler gets the CPU only while they do not want it. Its step
 # then waits for what is left of the build and prints its output.
 build_beside=${SOFTVERBS_BUILD_BESIDE_TESTS:-1}
 if [[ $build_beside != 0 && $build_beside != 1 ]]; then
-  echo "test: SOFTVERBS_BUILD_BESIDE_TESTS must be 1 (build the sanitizer trees beside the tests) or 0, not '$build_beside'" >&2
+  echo "test: SOFTVERBS_BUILD_BESIDE_TESTS must be 1 (build the sanitizer trees and the package beside the tests) or 0, not '$build_beside'" >&2
   exit 2
 fi
 declare -A beside_pid=() beside_log=()
@@ -201,16 +202,19 @@ if ! step "setup" bash scripts/setup.sh; then
 fi
 
 asan_build="build with ASan+UBSan (build-asan/)"
+asan_command=(bash scripts/build.sh --sanitize "$root/build-asan")
 tsan_build="build with TSan (build-tsan/)"
-sanitize=0 tsan=0
+tsan_command=(bash scripts/build.sh --tsan "$root/build-tsan")
+sanitize=0 tsan=0 package=0
 ((all)) && [[ ${SOFTVERBS_SKIP_SANITIZE:-0} != 1 ]] && sanitize=1
 ((all)) && [[ ${SOFTVERBS_SKIP_TSAN:-0} != 1 ]] && tsan=1
+((all)) && [[ ${SOFTVERBS_SKIP_PACKAGE:-0} != 1 ]] && package=1
 
 if step "build (build/)" bash scripts/build.sh "$root/build"; then
   if ((sanitize)); then
-    start_beside "$asan_build" bash scripts/build.sh --sanitize "$root/build-asan"
+    start_beside "$asan_build" "${asan_command[@]}"
   elif ((tsan)); then
-    start_beside "$tsan_build" bash scripts/build.sh --tsan "$root/build-tsan"
+    start_beside "$tsan_build" "${tsan_command[@]}"
   fi
   # The contributor's tier runs several tests at once; --all keeps CI's
   # one at a time, beside nothing but a build that yields the CPU to them.
@@ -230,26 +234,24 @@ fi
 step "ecosystem tier (build/)" ctest --test-dir "$root/build" --output-on-failure --no-tests=error -L ecosystem
 
 if ((sanitize)); then
-  step "$asan_build" finish_beside "$asan_build" bash scripts/build.sh --sanitize "$root/build-asan"
+  step "$asan_build" finish_beside "$asan_build" "${asan_command[@]}"
   asan_built=$?
-  ((tsan)) && start_beside "$tsan_build" bash scripts/build.sh --tsan "$root/build-tsan"
+  ((tsan)) && start_beside "$tsan_build" "${tsan_command[@]}"
   if ((asan_built == 0)); then
     step "ctest with ASan+UBSan (build-asan/)" run_ctest "$root/build-asan"
   fi
 fi
 
-package=0
-((all)) && [[ ${SOFTVERBS_SKIP_PACKAGE:-0} != 1 ]] && (($(id -u) == 0)) && package=1
 # The package's build and the clean root file system (mostly a download),
-# made beside the ThreadSanitizer tests; the package step redoes whatever
-# failed here, and says why.
+# made beside the ThreadSanitizer tests (as root: the package is tested
+# only then); the package step redoes whatever failed here, and says why.
 prepare_package=(bash -c 'bash scripts/package.sh >/dev/null &&
   source scripts/lib/clean-root.sh && clean_root_make')
 
 if ((tsan)); then
-  step "$tsan_build" finish_beside "$tsan_build" bash scripts/build.sh --tsan "$root/build-tsan"
+  step "$tsan_build" finish_beside "$tsan_build" "${tsan_command[@]}"
   tsan_built=$?
-  ((package)) && start_beside "package prepared" "${prepare_package[@]}"
+  ((package)) && (($(id -u) == 0)) && start_beside "package prepared" "${prepare_package[@]}"
   if ((tsan_built == 0)); then
     # The tests fork processes after the engine's threads started; TSan
     # allows that with die_after_fork=0.
@@ -260,7 +262,7 @@ fi
 
 # The Debian package, installed into a clean Debian 12 root file system and
 # run from there as an unprivileged user (root only: skipped otherwise).
-if [[ ${SOFTVERBS_SKIP_PACKAGE:-0} != 1 ]]; then
+if ((package)); then
   package_test() {
     finish_beside "package prepared" true
     bash scripts/test-package.sh
