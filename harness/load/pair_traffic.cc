@@ -158,10 +158,21 @@ bool PairTraffic::post_end() {
 bool PairTraffic::exchange() {
   ibv_wc wc[16];
   while (!(end_done_ && peer_ended_)) {
+    // Our stream is acknowledged and the peer's will never end: nothing
+    // this side posts can tell it so (as on an HCA), the rendezvous can.
+    if (end_done_ && r_.ended_in_error[c_.peer].load() == c_.generation) {
+      std::fprintf(stderr, "pair side %u: the peer failed after %lu of its messages arrived\n",
+                   c_.self, static_cast<unsigned long>(received_));
+      outcome_ = PairOutcome::kCleanError;
+      return false;
+    }
     if (Clock::now() > deadline_) {
       std::fprintf(stderr, "pair side %u: unfinished at the deadline (sent %lu, acknowledged %lu, "
-                   "received %lu)\n", c_.self, static_cast<unsigned long>(sent_),
-                   static_cast<unsigned long>(send_done_), static_cast<unsigned long>(received_));
+                   "received %lu, own end %s, peer's end %s)\n", c_.self,
+                   static_cast<unsigned long>(sent_), static_cast<unsigned long>(send_done_),
+                   static_cast<unsigned long>(received_),
+                   end_done_ ? "acknowledged" : end_posted_ ? "posted" : "not posted",
+                   peer_ended_ ? "arrived" : "not arrived");
       outcome_ = PairOutcome::kHung;
       return false;
     }
@@ -230,6 +241,8 @@ pid_t fork_side(const PairConfig& config, Rendezvous& rendezvous, bool report) {
   {
     PairTraffic traffic(config, rendezvous);
     outcome = traffic.run();
+    if (outcome != PairOutcome::kIntact)
+      rendezvous.ended_in_error[config.self].store(config.generation);
     if (report)
       std::printf("side %u: %s, %lu sent, %lu received\n", config.self, outcome_name(outcome),
                   static_cast<unsigned long>(traffic.sent()),

@@ -4,7 +4,9 @@
 // pair, the direction and the message's number, keeps a window of them in
 // flight, and checks every one it receives, in order. When told to stop,
 // it ends its stream with a SEND_WITH_IMM carrying how many it sent; it is
-// done when its own end is acknowledged and the peer's end has arrived.
+// done when its own end is acknowledged and the peer's end has arrived. A
+// side whose peer ended in an error (said in the rendezvous, as a program
+// would learn it out of band) stops waiting for the rest of that stream.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -30,6 +30,9 @@ struct Rendezvous {
   // finished[i] holds the generation of process i once its stream ended
   // intact; its peer may then stop answering (see PairTraffic::linger).
   std::atomic<uint32_t> finished[kMaxProcesses] = {};
+  // ended_in_error[i] holds the generation of process i once its stream
+  // ended in an error: its peer need not wait for the rest of it.
+  std::atomic<uint32_t> ended_in_error[kMaxProcesses] = {};
   // Set by the parent: processes that run until told stop now.
   std::atomic<bool> stop{false};
 

@@ -2,21 +2,39 @@
 # that say why: GoogleTest failures with their messages, sanitizer reports
 # and the shell suites' failed cases (a test killed by ctest's timeout
 # shows none).
-# A run's log is long; this is the part worth reading first.
+# A run's log is long; this is the part worth reading first. A failed test
+# whose output has none of those lines (a load program's own verdict, a
+# script's message) gets its last lines instead.
 #
 #   awk -f scripts/lib/failure-digest.awk BUILD/Testing/Temporary/LastTest.log
+
+BEGIN { tail_size = 24 }
 
 /^[0-9]+\/[0-9]+ Test: / {
   name = $3
   kept = 0
   n = 0
   follow = 0
+  seen = 0
+  ended = 1  # until its output starts
+  next
+}
+
+/^Output:$/ && ended {
+  ended = 0
+  getline  # the rule under it
   next
 }
 
 /^<end of output>$/ {
   follow = 0
+  ended = 1
   next
+}
+
+# Every line of a test's output goes into a ring of its last ones.
+!ended {
+  tail[seen++ % tail_size] = $0
 }
 
 # Inside a test's output: keep what explains a failure, with a few lines of
@@ -54,5 +72,9 @@
   limit = n < 160 ? n : 160
   for (i = 1; i <= limit; i++) print lines[i]
   if (n > limit) print "    ... (" n - limit " more lines in the log)"
-  if (n == 0) print "    (no failure lines found; see the test's output above)"
+  if (n > 0) next
+  # Nothing recognised: the output's last lines.
+  first = seen > tail_size ? seen - tail_size : 0
+  print "    (no failure lines recognised; the output's last lines:)"
+  for (i = first; i < seen; i++) print "    " tail[i % tail_size]
 }
