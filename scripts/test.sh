@@ -117,10 +117,11 @@ step() {
 digests=()
 
 # With --all, each sanitizer tree (and the package) builds beside the
-# tests that come before its own, at the lowest CPU priority: those tests leave a core idle much of
-# the time (their processes wait on each other and on timers), and a
-# niced compiler gets the CPU only while they do not want it. Its step
-# then waits for what is left of the build and prints its output.
+# tests that come before its own, at the lowest CPU priority: those tests
+# leave a core idle much of the time (their processes wait on each other
+# and on timers), and a niced compiler gets the CPU only while they do
+# not want it. Its step then waits for what is left of the build and
+# prints its output.
 build_beside=${SOFTVERBS_BUILD_BESIDE_TESTS:-1}
 if [[ $build_beside != 0 && $build_beside != 1 ]]; then
   echo "test: SOFTVERBS_BUILD_BESIDE_TESTS must be 1 (build the sanitizer trees and the package beside the tests) or 0, not '$build_beside'" >&2
