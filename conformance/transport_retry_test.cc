@@ -222,19 +222,22 @@ TEST(PeerDeath, KilledPeerEndsInRetryExcErrAndTheDeviceKeepsWorking) {
 // it is stopped completes once it runs again, with no retry spent. (softverbs
 // waits for a peer of its host that has not served what it was sent:
 // docs/faults.md, "Timers and a peer that has not run"; SOFTVERBS_TIMERS=wall
-// makes this test fail with IBV_WC_RETRY_EXC_ERR.)
+// makes this test fail with IBV_WC_RETRY_EXC_ERR.) The SEND is longer than
+// a packet: a SEND of one packet is placed in the peer's receive queue by
+// its initiator (docs/architecture.md, "Placed SENDs") and completes at once,
+// as on an HCA, with no timer to wait on.
 TEST(PeerStopped, ASendToAStoppedPeerCompletesOnceItRunsAgain) {
   if (peer_is_remote()) GTEST_SKIP() << "stops its peer with a signal: a process of this host";
   constexpr uint8_t kShortTimeout = 8;  // 4.096 us * 2^8 = 1.05 ms
   constexpr uint8_t kRetryCnt = 1;
   constexpr auto kStopped = 300ms;      // 140 times what the timer allows
-  constexpr uint32_t kLength = 100;
+  constexpr uint32_t kLength = 6000;    // two packets at the largest MTU
   RcParameters params;
   params.timeout = kShortTimeout;
   params.retry_cnt = kRetryCnt;
   with_connected_pair(symmetric_options(params), [&](Endpoint& local, RemoteEndpoint& remote,
                                                      const EndpointInfo& info) {
-    ASSERT_EQ(0, remote.post_recv({40, 0, 4096})) << remote.why();
+    ASSERT_EQ(0, remote.post_recv({40, 0, 8192})) << remote.why();
     local.fill(0, kLength, 77);
     ASSERT_EQ(0, ::kill(info.pid, SIGSTOP));
     siginfo_t stopped{};

@@ -14,6 +14,7 @@
 #include "emulator/packet/codec.h"
 #include "emulator/packet/frame_fields.h"
 #include "emulator/packet/roce_v2.h"
+#include "emulator/same_host/placed_send.h"
 #include "emulator/same_host/run_frame.h"
 
 namespace softverbs::capture {
@@ -150,8 +151,10 @@ std::string path_with_pid(const std::string& path) {
 }  // namespace
 
 bool network_packet_of(std::span<const uint8_t> frame, std::vector<uint8_t>& out) {
+  // Runs and placed SENDs are frames of the shared-memory wire, not packets
+  // (a capture keeps both from being made; one already on its way is left out).
   if (frame.size() < packet::kLrhBytes + packet::kBthBytes + packet::kIcrcBytes ||
-      is_run_frame(frame))
+      is_run_frame(frame) || is_placed_send_frame(frame))
     return false;
   return roce_packet_of(frame, out);
 }

@@ -24,6 +24,7 @@
 #include "emulator/same_host/fair_timeout.h"
 #include "emulator/same_host/local_delivery.h"
 #include "emulator/same_host/run_frame.h"
+#include "emulator/same_host/target_table.h"
 #include "emulator/sync/internal_thread.h"
 #include "emulator/trace/trace_directory.h"
 #include "emulator/wire/futex.h"
@@ -430,6 +431,11 @@ void Engine::serve_other_hosts(RoutedWire& routed) {
 
 bool Engine::acknowledges_each_packet() const {
   return fault_injector_ && fault_injector_->has_rules();
+}
+
+void Engine::set_forced_rnr_qpn(uint32_t qpn) {
+  same_host_.target_table().set_taking_sends(qpn == 0);
+  forced_rnr_qpn_.store(qpn, std::memory_order_relaxed);
 }
 
 bool Engine::fault_plan_answers_rnr(const QpImpl& qp, const packet::Headers& headers) {

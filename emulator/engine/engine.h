@@ -40,6 +40,7 @@
 #include "emulator/host/device_config.h"
 #include "emulator/objects/object_quota.h"
 #include "emulator/packet/codec.h"
+#include "emulator/same_host/deferred_receive_flushes.h"
 #include "emulator/same_host/same_host.h"
 #include "emulator/sync/reader_sharded_mutex.h"
 #include "emulator/sync/sharded_counter.h"
@@ -179,6 +180,10 @@ class Engine {
   // execution, and what the host allows of them (same_host.h).
   SameHost& same_host() { return same_host_; }
 
+  // QP `qp` (its lock held) entered ERR with placed SENDs on their way:
+  // the intake ends its deferred flush (deferred_receive_flushes.h).
+  void defer_receive_flush(const QpImpl& qp);
+
   // Asks for on_timer() of the QP with `key` once `deadline_ns` has come.
   // Wakes the progress thread if it sleeps past it.
   void schedule_timer(TimerQueue::Key key, uint64_t deadline_ns);
@@ -281,7 +286,9 @@ class Engine {
   // receive WQE were posted. 0: off; kAllQps: every QP; else one QPN.
   static constexpr uint32_t kAllQps = 0xffffffff;
   uint32_t forced_rnr_qpn() const { return forced_rnr_qpn_.load(std::memory_order_relaxed); }
-  void set_forced_rnr_qpn(uint32_t qpn) { forced_rnr_qpn_.store(qpn, std::memory_order_relaxed); }
+  // Also stops initiators placing SENDs (placed_send.h): each must meet
+  // the responder's forced RNR.
+  void set_forced_rnr_qpn(uint32_t qpn);
 
   // The fault injector between the engine and the wire, if there is one.
   fault::FaultInjector* fault_injector() const { return fault_injector_; }
@@ -322,6 +329,7 @@ class Engine {
 
   // packet_intake.cc
   void deliver_run(std::span<const uint8_t> frame);
+  void deliver_placed_send(std::span<const uint8_t> frame);
   // progress() for the progress thread; kIntakeBusy when an application
   // thread was serving.
   static constexpr size_t kIntakeBusy = SIZE_MAX;
@@ -362,6 +370,12 @@ class Engine {
   // no GRH or no such GID, its DLID's. nullptr: none of this host.
   static const DeviceDescription* arrival_device(const packet::Headers& h);
   void run_due_timers();
+  // At a pass's end: the deferred receive flushes that are due.
+  void end_deferred_receive_flushes();
+  // At a pass's end, once frames were lost to a damaged ring since the last
+  // look: QPs whose placed SENDs never came fail (qp_placed_sends.cc), as
+  // no later one will show the gap.
+  void audit_placed_sends();
   QpImpl* find_qp(uint32_t device_index, uint32_t qpn) const;
   // A datagram to a multicast group: a copy to each member QP here.
   void deliver_multicast(const packet::DecodedPacket& pkt);
@@ -418,6 +432,8 @@ class Engine {
   std::vector<TimerQueue::Key> due_timers_;  // scratch of run_due_timers
   std::array<uint8_t, packet::kMaxFrameBytes> intake_frame_{};  // the frame being served
   TimerQueue timers_;
+  DeferredReceiveFlushes deferred_receive_flushes_;
+  uint64_t placed_damage_audited_ = 0;  // frames lost to the ring at the last audit
 
   std::mutex objects_mutex_;  // guards hcas_
   std::unordered_set<Hca*> hcas_;

@@ -8,6 +8,7 @@
 #include "emulator/engine/engine.h"
 #include "emulator/host/device_config.h"
 #include "emulator/objects/qp_impl.h"
+#include "emulator/same_host/placed_send.h"
 #include "emulator/same_host/run_frame.h"
 #include "emulator/transport/ack_batch.h"
 #include "emulator/wire/cpu_relax.h"
@@ -35,10 +36,13 @@ size_t Engine::progress(size_t budget) {
 
 size_t Engine::serve_intake_locked(size_t budget) {
   size_t served = 0;
+  deferred_receive_flushes_.pass_begins();
   {
     AckBatch acks;  // sent at the end of this block, before the intake lock goes
     served = wire_->poll([this](std::span<const uint8_t> f) { deliver(f); }, budget);
     run_due_timers();
+    if (deferred_receive_flushes_.any()) end_deferred_receive_flushes();
+    audit_placed_sends();
   }
   // Everything taken is answered: peers' timers may count from here on
   // (fair_timeout.h).
@@ -170,6 +174,7 @@ void Engine::deliver_kept(std::span<const uint8_t> frame) {
 
 void Engine::deliver_private(std::span<const uint8_t> frame, packet::Icrc icrc) {
   if (is_run_frame(frame)) return deliver_run(frame);
+  if (is_placed_send_frame(frame)) return deliver_placed_send(frame);
   packet::DecodedPacket pkt;
   if (packet::DecodeError e = packet::decode_ib(frame, pkt, icrc); e != packet::DecodeError::kNone) {
     counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
@@ -213,6 +218,61 @@ void Engine::deliver_run(std::span<const uint8_t> frame) {
   if (!qp) return;
   std::lock_guard qp_lock(qp->mutex);
   qp->receive_run(run);
+}
+
+void Engine::deliver_placed_send(std::span<const uint8_t> frame) {
+  std::span<const uint8_t> bytes;
+  PlacedSendPrefix prefix;
+  packet::DecodedPacket pkt;
+  if (!read_placed_send_frame(frame, bytes, prefix)) {
+    // Spoilt in the ring, as a bad ICRC would say of a packet.
+    counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
+    counters_.frames_dropped_bad_icrc.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // Its checksum, checked above, stands in for the ICRC.
+  if (packet::decode_ib(bytes, pkt, packet::Icrc::kOmitted) != packet::DecodeError::kNone) {
+    counters_.frames_dropped_malformed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // Accepted before the port could go down since: no port check.
+  const DeviceDescription* device = arrival_device(pkt.headers);
+  QpImpl* qp = device ? find_qp(device->index, pkt.headers.bth.dest_qp) : nullptr;
+  if (!qp) {
+    counters_.frames_dropped_no_qp.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::lock_guard qp_lock(qp->mutex);
+  qp->receive_placed_send(pkt, prefix);
+}
+
+void Engine::defer_receive_flush(const QpImpl& qp) {
+  deferred_receive_flushes_.add(qp.timer_key());
+}
+
+void Engine::end_deferred_receive_flushes() {
+  // Only a ring found empty has given up every SEND placed before.
+  if (!same_host_.own_ring_drained()) return;
+  for (uint64_t key : deferred_receive_flushes_.take_due()) {
+    QpImpl* qp = find_qp(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key));
+    if (!qp) continue;  // destroyed since
+    std::lock_guard qp_lock(qp->mutex);
+    qp->end_deferred_receive_flush();
+  }
+}
+
+void Engine::audit_placed_sends() {
+  const uint64_t damage = counters_.frames_dropped_malformed.load(std::memory_order_relaxed) +
+                          same_host_.ring_damage();
+  if (damage == placed_damage_audited_ || !same_host_.own_ring_drained()) return;
+  for (const auto& [key, qp] : qps_) {
+    if (!qp->target_entry) continue;
+    std::lock_guard qp_lock(qp->mutex);
+    TargetEntryScope scope(*qp);  // no SEND is placed on it meanwhile
+    if (!same_host_.own_ring_drained()) return;  // more came: the next pass looks again
+    if (qp->placed_sends_missing()) qp->lose_placed_sends();
+  }
+  placed_damage_audited_ = damage;
 }
 
 void Engine::run_due_timers() {

@@ -240,8 +240,12 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
     impl->attr.path_mtu = port.active_mtu;
   }
   if (!add_qp(*impl, err)) return nullptr;
-  if (init.type == QpType::kRc)
-    impl->target_entry = impl_->engine->same_host().target_table().add_qp(impl->device_index, impl->qpn);
+  if (init.type == QpType::kRc) {
+    TargetTable& table = impl_->engine->same_host().target_table();
+    impl->target_entry = table.add_qp(impl->device_index, impl->qpn);
+    if (impl->target_entry) impl->target_receives = &table.receives_of(impl->target_entry);
+    impl->start_placed_sends();
+  }
   pd.users.fetch_add(1);
   if (init.srq) init.srq->users.fetch_add(1);
   init.send_cq->users.fetch_add(1);

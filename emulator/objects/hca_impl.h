@@ -56,6 +56,10 @@ struct Hca::Impl {
   // mr_mutex held (mr.cc).
   void defer_sharing(Mr& mr);
   void stop_deferred_sharing(Mr& mr);
+  // The MR of L_Key `lkey` was deregistered or changed: the receives
+  // posted before that name it are checked again for placed SENDs
+  // (qp_placed_sends.cc).
+  void recheck_receives(uint32_t lkey);
 
   // Port `port` went down: its armed QPs migrate (path_migration.cc).
   void migrate_away_from(uint8_t port);

@@ -150,6 +150,7 @@ Mr::~Mr() {
   release_pages(pages_);
   if (device_memory_) device_memory_->users.fetch_sub(1);
   pd_->users.fetch_sub(1);
+  hca.recheck_receives(lkey_);
 }
 
 // Enters a new MR in the table; `slot` is its place under max_mr.
@@ -267,6 +268,7 @@ Errno Hca::reregister_mr(Mr& mr, const MrChange& change) {
     change.pd->users.fetch_add(1);
     old_pd->users.fetch_sub(1);
   }
+  impl_->recheck_receives(mr.lkey_);
   return 0;
 }
 

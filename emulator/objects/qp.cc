@@ -309,7 +309,11 @@ Errno QpImpl::post_recv(const RecvRequest& wr) {
   if (wr.sges.size() > cap.max_recv_sge) return EINVAL;
   if (rq.full() || !rq.allocate()) return ENOMEM;
   rq.push(wr);
-  if (attr.state == QpState::kErr) responder.fail_receive(WcStatus::kWrFlushErr);
+  if (attr.state != QpState::kErr) {
+    note_receive_posted(rq.tail - 1);
+  } else if (!receive_flush_deferred) {
+    responder.fail_receive(WcStatus::kWrFlushErr);
+  }
   return 0;
 }
 
@@ -323,7 +327,7 @@ void QpImpl::enter_error() {
   for (uint64_t n = sq.head; n != sq.tail; ++n) completer.complete(sq.at(n), WcStatus::kWrFlushErr);
   completer.retire_completed();
   sq.next = sq.tail;
-  responder.flush();
+  flush_receives_or_defer();
   // IBTA 11.6.3.3: a QP on an SRQ that enters ERR will take no more WQEs
   // from it; the application may now destroy it without losing any.
   // An XRC target is attached to no SRQ: it only borrows one per message.
@@ -345,6 +349,7 @@ void QpImpl::reset() {
   requester.reset();
   completer.reset();
   responder.reset();
+  start_placed_sends();
   sq_drained_notify = false;
   const QpCapabilities keep_cap = attr.cap;
   const Mtu keep_mtu = attr.path_mtu;  // a UD QP's is the port's, set at creation

@@ -24,6 +24,7 @@
 #include "emulator/objects/cq_impl.h"
 #include "emulator/objects/hca_impl.h"
 #include "emulator/packet/codec.h"
+#include "emulator/same_host/placed_send.h"
 #include "emulator/same_host/run_frame.h"
 #include "emulator/same_host/target_table_layout.h"
 #include "emulator/sync/qp_mutex.h"
@@ -96,10 +97,56 @@ struct QpImpl {
   // without one. Held by a TargetEntryScope (below) while set.
   TargetQpEntry* target_entry = nullptr;
   bool target_entry_held = false;
-  uint64_t target_executed_seen = 0;  // the entry's `executed` last folded in
+  uint32_t target_executed_seen = 0;  // the entry's `executed` last folded in
   // The counters with what initiators executed directly since the entry
   // was last held (qp_target_entry.cc).
   QpCounters current_counters() const;
+
+  // SENDs initiators place on this QP (placed_send.h), as their target
+  // keeps them (qp_placed_sends.cc): its receive counts beside the entry,
+  // this life's generation, the shortest receive posted since the reset,
+  // and the placed SENDs taken since then.
+  TargetQpReceives* target_receives = nullptr;
+  uint32_t placed_generation = 0;
+  uint32_t placed_send_max = 0;
+  uint32_t placed_sends_taken = 0;
+  uint32_t posted_published = 0;  // TargetQpReceives' counts as last stored
+  uint32_t taken_published = 0;
+  // A receive posted since the reset named memory it may not be written
+  // through (or no longer may, its MR changed): SENDs travel as packets,
+  // whose responder reports it as an HCA does.
+  bool placement_refused = false;
+  // The L_Key the receives posted since the reset name, while they all
+  // name one (0: none yet), so an MR change passes most QPs by.
+  uint32_t receives_lkey = 0;
+  bool receives_mixed_lkeys = false;
+  // ERR came while placed SENDs were on their way: the receive queue is
+  // flushed once the intake has taken the SENDs placed before it
+  // (sends_placed_at_error), or found none left (Engine::defer_receive_flush).
+  bool receive_flush_deferred = false;
+  uint32_t sends_placed_at_error = 0;
+  bool placed_sends_lost = false;
+  // A fresh life for placed SENDs: at creation and at each reset.
+  void start_placed_sends();
+  // Stores the receive count placed SENDs see, when it changed.
+  void publish_receives();
+  // The receive WQE at `index` was posted.
+  void note_receive_posted(uint64_t index);
+  // The MR of L_Key `lkey` was deregistered or changed: the receives that
+  // name it still check out, or SENDs stop being placed.
+  void recheck_receives(uint32_t lkey);
+  // A placed SEND the intake found for this QP.
+  void receive_placed_send(const packet::DecodedPacket& pkt, const PlacedSendPrefix& prefix);
+  // Placed SENDs the initiator counted and this QP never took: lost in the
+  // ring. The QP fails (the initiator was told they arrived) and takes no
+  // placed SEND after them.
+  void lose_placed_sends();
+  // Whether the entry counts more placed SENDs than were taken (its lock
+  // held; missing if the ring holds no more).
+  bool placed_sends_missing();
+  // ERR: the receive queue flushed now, or once placed SENDs are taken.
+  void flush_receives_or_defer();
+  void end_deferred_receive_flush();
 
   SendQueue sq;
   RecvQueue rq;

@@ -12,6 +12,7 @@
 #include "emulator/packet/headers.h"
 #include "emulator/same_host/liveness_page.h"
 #include "emulator/same_host/peer_pages.h"
+#include "emulator/same_host/target_entry_access.h"
 #include "emulator/same_host/target_table_layout.h"
 #include "emulator/sync/shared_lock_word.h"
 #include "emulator/wire/futex.h"
@@ -19,46 +20,10 @@
 namespace softverbs {
 namespace {
 
-// An initiator never waits long for an entry: a held one sends the
-// operation as packets.
-constexpr uint32_t kLockSpins = 256;
+using target_entry_access::lock_entry;
+using target_entry_access::target_pid;
+using target_entry_access::Unlocker;
 
-// The target's pid when its table is whole, takes operations, and lives in
-// this pid namespace; 0 otherwise.
-uint32_t target_pid(TargetTableLayout& t) {
-  TargetTableHeader& h = t.header;
-  if (shared_field(h.magic).load(std::memory_order_acquire) != kTargetTableMagic) return 0;
-  if (shared_field(h.version).load(std::memory_order_relaxed) != kTargetTableVersion) return 0;
-  if (shared_field(h.accepting).load(std::memory_order_acquire) == 0) return 0;
-  const uint64_t ns = shared_field(h.pid_namespace).load(std::memory_order_relaxed);
-  if (ns == 0 || ns != own_pid_namespace()) return 0;
-  return shared_field(h.pid).load(std::memory_order_relaxed);
-}
-
-// Finds and locks the entry holding `key` whose snapshot `seen` satisfies
-// `also`; every decision is taken on `seen`, never on the shared entry.
-template <typename Entry, size_t N, typename Also>
-Entry* lock_entry(Entry (&entries)[N], uint32_t key, Entry& seen, Also&& also) {
-  const uint32_t start = target_probe_start(key, N);
-  for (uint32_t i = 0; i < kTargetProbeLength; ++i) {
-    Entry& e = entries[(start + i) % N];
-    if (shared_field(e.key).load(std::memory_order_relaxed) != key) continue;
-    if (!shared_lock_word::try_lock(e.lock, kLockSpins)) return nullptr;
-    seen = snapshot(e);
-    if (seen.key == key && also(seen)) return &e;
-    shared_lock_word::unlock(e.lock);
-  }
-  return nullptr;
-}
-
-// Releases a locked entry on every way out.
-template <typename Entry>
-struct Unlocker {
-  Entry* e;
-  ~Unlocker() {
-    if (e) shared_lock_word::unlock(e->lock);
-  }
-};
 
 // The atomic `op` on the word at `address`, mapped here, with the
 // processor's atomic instructions: the target's responder and its own CPU
@@ -197,6 +162,12 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
       });
   Unlocker<TargetQpEntry> qp_unlock{qp};
   if (!qp) return DirectResult::kNotHere;
+  // SENDs placed before it and not yet taken by the owner come first: as
+  // packets it queues behind them.
+  TargetQpReceives& receives = table.receives[qp - table.qps];
+  if (shared_field(qp->sends_placed).load(std::memory_order_relaxed) !=
+      shared_field(receives.sends_taken).load(std::memory_order_acquire))
+    return DirectResult::kNotYet;
 
   if (op.length != 0) {  // zero-length accesses name no memory (IBTA 9.4.4)
     TargetMrEntry mr_seen;
@@ -211,15 +182,7 @@ DirectResult execute_directly(std::span<uint8_t> area, const DirectOperation& op
     if (moved != DirectResult::kExecuted) return moved;
   }
   if (op.place_only) return DirectResult::kExecuted;
-  // Written from the snapshot and sealed over it: anything scribbled since
-  // leaves the entry unusable rather than sealed.
-  qp_seen.expected_psn = packet::psn_add(op.psn, op.packets);
-  ++qp_seen.msn;
-  qp->expected_psn = qp_seen.expected_psn;
-  qp->msn = qp_seen.msn;
-  qp->seal = seal_of(qp_seen, seed);
-  // Read without the lock by the owner's stats.
-  shared_field(qp->executed).store(qp->executed + 1, std::memory_order_relaxed);
+  target_entry_access::advance_past_message(*qp, qp_seen, op.psn, op.packets, seed);
   return DirectResult::kExecuted;
 }
 

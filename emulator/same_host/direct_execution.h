@@ -72,6 +72,8 @@ enum class DirectResult {
   kNotHere,           // send it as packets
   kRefused,           // the kernel refuses cross-memory attach here: send every one as packets
   kNeedsSystemCall,   // nothing done: only a system call would reach the MR
+  kNotYet,            // nothing done: SENDs placed before it are not taken yet
+                      // (placed_send.h); send it as packets, which follow them
 };
 
 // `area` is the target's (SameHost::direct_target).

@@ -21,11 +21,16 @@ class ScriptedPeers final : public SameHostPeers {
   bool accepts_runs(const WireAddress&) override { return false; }
   void set_accepting_runs(bool) override {}
   std::span<uint8_t> own_target_area() override { return {}; }
-  PeerTargetArea peer_target_area(const WireAddress&) override { return {}; }
+  PeerTargetArea peer_target_area(const WireAddress&, Attention) override { return {}; }
+  bool push_now(const WireAddress&, const PeerTargetArea&, std::span<const uint8_t>) override {
+    return false;
+  }
   std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst) override {
     return dst.qpn == 2 ? peer : own;
   }
   void intake_pass_ended() override {}
+  bool own_ring_drained() override { return true; }
+  uint64_t ring_damage() const override { return 0; }
 };
 
 class FairTimeoutRule : public ::testing::Test {

@@ -32,6 +32,11 @@ TargetEntryScope::~TargetEntryScope() {
   e->access_flags = qp.attr.access_flags;
   e->pd = reinterpret_cast<uint64_t>(qp.pd);
   e->peer_key = target_qp_key(qp.peer_device_index, qp.attr.dest_qp_num);
+  // With an SRQ a receive is not this QP's to promise.
+  e->takes_sends =
+      !qp.srq && !qp.placement_refused && qp.engine->same_host().takes_placed_sends() ? 1 : 0;
+  e->send_max = qp.placed_send_max;
+  e->generation = qp.placed_generation;
   // In RTR only once a packet has come: the first request raises COMM_EST.
   const bool state_takes =
       qp.attr.state == QpState::kRts ||

@@ -26,6 +26,7 @@ SameHost::SameHost(SameHostPeers* peers, const fault::FaultInjector* faults, Set
       faults_(faults),
       runs_enabled_(!switched_off("SOFTVERBS_RUNS")),
       direct_enabled_(!switched_off("SOFTVERBS_DIRECT")),
+      placed_sends_enabled_(!switched_off("SOFTVERBS_PLACED_SENDS")),
       fair_timers_(settings.fair_timers),
       target_table_(std::make_unique<TargetTable>(peers ? peers->own_target_area()
                                                         : std::span<uint8_t>{})),
@@ -84,6 +85,17 @@ bool SameHost::direct_possible() const {
 PeerTargetArea SameHost::direct_target(const WireAddress& dst) {
   if (!direct_possible() || dst.device_index == WireAddress::kOffHost) return {};
   return peers_->peer_target_area(dst);
+}
+
+bool SameHost::placed_sends_possible() const {
+  // No system call moves a placed SEND: a refused cross-memory attach does
+  // not stop it.
+  return takes_placed_sends() && peers_ && !faults_need_every_packet();
+}
+
+PeerTargetArea SameHost::placed_target(const WireAddress& dst) {
+  if (!placed_sends_possible() || dst.device_index == WireAddress::kOffHost) return {};
+  return peers_->peer_target_area(dst, SameHostPeers::Attention::kSkip);
 }
 
 std::optional<IntakeBacklog> SameHost::intake_backlog(const WireAddress& dst) {

@@ -1,5 +1,5 @@
 // The door to the same-host shortcuts of one engine. Between QPs of one
-// host a frame, a WRITE or a READ may skip the packet path three ways:
+// host a frame, a WRITE, a READ or a SEND may skip the packet path four ways:
 //
 //   local delivery    both QPs in this process: the frame is handed over
 //                     by the sending thread, without the wire or an ICRC
@@ -10,9 +10,13 @@
 //   direct execution  a WRITE or READ executed by the initiator on the
 //                     target's published QP and MR entries, with no packet
 //                     and no target CPU (direct_execution.h)
+//   placed SENDs      a one-packet SEND accepted by the initiator on the
+//                     target's QP entry and pushed into its ring, with no
+//                     ACK (placed_send.h)
 //
 // Each has its switch (SOFTVERBS_LOCAL_DELIVERY, SOFTVERBS_RUNS,
-// SOFTVERBS_DIRECT, =0 turns it off), and every one is off while a fault
+// SOFTVERBS_DIRECT, SOFTVERBS_PLACED_SENDS, =0 turns it off; placed SENDs
+// also go with direct execution), and every one is off while a fault
 // plan or a capture must see every packet. Which way one WQE of a QP takes
 // is its SameHostRoute's choice (same_host_route.h); this object says what
 // the host allows. It also tells a QP's local ACK timer whether the peer
@@ -78,6 +82,18 @@ class SameHost {
   PeerTargetArea direct_target(const WireAddress& dst);
   void refuse_direct() { direct_refused_.store(true, std::memory_order_relaxed); }
 
+  // Placed SENDs (placed_send.h): whether an initiator of this process may
+  // place them (SOFTVERBS_PLACED_SENDS=0: never; off with direct
+  // execution), and the push of one into the ring beside `target`.
+  // A target's own setting says whether its QPs take them (takes_placed_sends).
+  bool placed_sends_possible() const;
+  bool takes_placed_sends() const { return placed_sends_enabled_ && direct_enabled_; }
+  PeerTargetArea placed_target(const WireAddress& dst);
+  bool push_placed(const WireAddress& dst, const PeerTargetArea& target,
+                   std::span<const uint8_t> frame) {
+    return peers_ && peers_->push_now(dst, target, frame);
+  }
+
   // Fair timers (fair_timeout.h): whether they are on; the backlog of the
   // process serving `dst` (nullopt: off, another host, no such live
   // process); the end of a pass of this process's intake.
@@ -86,6 +102,10 @@ class SameHost {
   void intake_pass_ended() {
     if (peers_) peers_->intake_pass_ended();
   }
+  // This process's ring: taken to its last claimed slot (the intake held);
+  // frames lost to a broken ring so far.
+  bool own_ring_drained() { return !peers_ || peers_->own_ring_drained(); }
+  uint64_t ring_damage() const { return peers_ ? peers_->ring_damage() : 0; }
 
   // A fault plan or a capture came or went: what this process accepts from
   // peers follows.
@@ -101,6 +121,7 @@ class SameHost {
   bool runs_enabled_ = true;                    // SOFTVERBS_RUNS
   std::atomic<bool> runs_refused_here_{false};  // a pull was refused: for good
   bool direct_enabled_ = true;                  // SOFTVERBS_DIRECT
+  bool placed_sends_enabled_ = true;            // SOFTVERBS_PLACED_SENDS
   std::atomic<bool> direct_refused_{false};     // cross-memory attach refused: for good
   bool fair_timers_ = true;
   std::unique_ptr<TargetTable> target_table_;

@@ -2,10 +2,15 @@
 #include "emulator/same_host/same_host_route.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 #include "emulator/objects/qp_impl.h"
+#include "emulator/packet/codec.h"
 #include "emulator/same_host/direct_execution.h"
+#include "emulator/same_host/placed_send.h"
 #include "emulator/same_host/same_host.h"
+#include "emulator/wire/shm_mailbox_layout.h"
 
 namespace softverbs {
 namespace {
@@ -65,9 +70,19 @@ DirectKind direct_kind(WrOpcode op) {
 void SameHostRoute::reset() {
   direct_working_ = true;
   direct_probe_in_ = direct_probe_interval_ = 0;
+  placed_pause_ = placed_pause_interval_ = 0;
+  receives_view_ = ReceivesView{};
 }
 
 SameHostRoute::Travel SameHostRoute::choose(const SendWqe& w, bool quiet) {
+  // Only with nothing outstanding, as below: the target's responder has
+  // taken every earlier request, and its entry stands where this one starts.
+  if (w.is_send()) {
+    if (quiet && placeable_send(w)) return Travel::kDirect;
+    receives_view_.taken_stale = true;  // it takes a receive as packets
+    return Travel::kPackets;
+  }
+  if (w.opcode == WrOpcode::kRdmaWriteWithImm) receives_view_.taken_stale = true;
   if (!direct_fits(w)) return Travel::kPackets;
   // A short one in a stream only if the copy is a memcpy; an atomic only
   // on a word mapped here; the bytes of a WRITE with immediate only where
@@ -105,6 +120,86 @@ bool SameHostRoute::placeable(const SendWqe& w) const {
   // Its run frame must stand for the whole message, in one window.
   return w.opcode == WrOpcode::kRdmaWriteWithImm && w.length != 0 &&
          qp_.requester.packets_of(w) <= qp_.requester.window().packets();
+}
+
+bool SameHostRoute::placeable_send(const SendWqe& w) {
+  // SEND with invalidate stays on packets: its window is the responder's
+  // to check, and a refusal must reach this side.
+  if (w.opcode != WrOpcode::kSend && w.opcode != WrOpcode::kSendWithImm) return false;
+  if (qp_.type != QpType::kRc || qp_.attr.state != QpState::kRts ||
+      w.length > kPlacedSendMaxBytes || w.length > qp_.mtu() || !qp_.port_up() ||
+      qp_.migration_in_use() || !qp_.engine->same_host().placed_sends_possible())
+    return false;
+  if (placed_pause_ == 0) return true;
+  --placed_pause_;
+  return false;
+}
+
+void SameHostRoute::placed_declined() {
+  placed_pause_interval_ = next_probe_interval(placed_pause_interval_);
+  placed_pause_ = placed_pause_interval_;
+}
+
+bool SameHostRoute::place_send(const SendWqe& w, uint64_t index, const packet::Headers& h) {
+  if (try_placing(w, index, h)) return true;
+  receives_view_.taken_stale = true;  // it takes a receive as packets
+  return false;
+}
+
+bool SameHostRoute::try_placing(const SendWqe& w, uint64_t index, const packet::Headers& h) {
+  SameHost& same_host = qp_.engine->same_host();
+  const WireAddress dst = qp_.destination();
+  const PeerTargetArea target = same_host.placed_target(dst);
+  // A QP of this process takes its SENDs by local delivery.
+  if (target.bytes.empty() || target.same_process) {
+    placed_declined();
+    return false;
+  }
+  // The packet, its payload gathered straight into place (SGEs that do not
+  // check out: the packets report them).
+  std::array<uint8_t, kShmMaxFrameBytes> frame;
+  const size_t header_bytes = packet::ib_header_bytes(h);
+  if (kPlacedSendPrefixBytes + header_bytes + w.length + packet::kIcrcBytes > frame.size())
+    return false;
+  const std::span<uint8_t> packet_room = std::span(frame).subspan(kPlacedSendPrefixBytes);
+  const std::span<uint8_t> payload = packet_room.subspan(header_bytes, w.length);
+  if (w.inline_len)
+    std::memcpy(payload.data(), qp_.sq.inline_at(index), w.length);
+  else if (qp_.gather(qp_.sq.sges_at(index), w.num_sge, 0, payload) != WcStatus::kSuccess)
+    return false;
+  const size_t packet_bytes = packet::encode_ib(h, payload, packet_room, packet::Icrc::kOmitted);
+  if (packet_bytes == 0) return false;
+  const std::span<uint8_t> whole = std::span(frame).first(kPlacedSendPrefixBytes + packet_bytes);
+  const uint32_t checksum = placed_packet_checksum(packet_room.first(packet_bytes));
+
+  struct Pusher final : PlacedFramePusher {
+    SameHost& same_host;
+    const WireAddress& dst;
+    const PeerTargetArea& target;
+    std::span<uint8_t> frame;
+    uint32_t checksum;
+    Pusher(SameHost& s, const WireAddress& d, const PeerTargetArea& t, std::span<uint8_t> f,
+           uint32_t c)
+        : same_host(s), dst(d), target(t), frame(f), checksum(c) {}
+    bool push(const PlacedSendPrefix& prefix) override {
+      write_placed_send_prefix(frame, prefix, checksum);
+      return same_host.push_placed(dst, target, frame);
+    }
+  } pusher(same_host, dst, target, whole, checksum);
+  const PlacedSend send{
+      .initiator_key = target_qp_key(qp_.device_index, qp_.qpn),
+      .device_index = qp_.peer_device_index,
+      .qpn = qp_.attr.dest_qp_num,
+      .psn = h.bth.psn,
+      .length = static_cast<uint32_t>(w.length),
+      .view = &receives_view_,
+  };
+  switch (softverbs::place_send(target.bytes, send, pusher)) {
+    case PlacedResult::kPlaced: placed_pause_interval_ = 0; return true;
+    case PlacedResult::kNotNow: return false;
+    case PlacedResult::kNotHere: placed_declined(); return false;
+  }
+  return false;
 }
 
 bool SameHostRoute::target_in_this_process() {
@@ -201,6 +296,7 @@ bool SameHostRoute::execute(const SendWqe& w, uint64_t index, uint32_t psn,
       direct_declined();
       return false;
     case DirectResult::kNotHere: direct_declined(); return false;
+    case DirectResult::kNotYet: return false;
     case DirectResult::kNeedsSystemCall:
       rkey_needed_call(w.rkey);
       return false;

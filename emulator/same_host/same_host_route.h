@@ -12,6 +12,8 @@
 //   nothing outstanding                          -> its bytes placed directly,
 //                                                   then a run frame without
 //                                                   payload for the target
+//   SEND of one packet, nothing outstanding      -> placed on the target
+//                                                   (placed_send.h)
 //   short WRITE/READ behind packets              -> packets
 //   longer WRITE/READ behind other WRITE/READs   -> wait for their ACKs, then
 //                                                   executed directly
@@ -23,6 +25,8 @@
 
 #include <cstdint>
 
+#include "emulator/packet/headers.h"
+#include "emulator/same_host/placed_send.h"
 #include "emulator/transport/send_queue.h"
 
 namespace softverbs {
@@ -53,6 +57,10 @@ class SameHostRoute {
   // exact answer a failure deserves).
   bool execute(const SendWqe& w, uint64_t index, uint32_t psn, uint64_t& original);
 
+  // Places SEND `w` (at SQ index `index`; `h` its packet's headers) on the
+  // target (placed_send.h). false: nothing happened, it goes as packets.
+  bool place_send(const SendWqe& w, uint64_t index, const packet::Headers& h);
+
   // Whether the rest of SEND or WRITE `w`, `sent` bytes of it already
   // out, goes as one run, with `in_flight` packets unacknowledged of a
   // window of `window`.
@@ -70,6 +78,14 @@ class SameHostRoute {
   bool placeable(const SendWqe& w) const;
   // Whether direct execution may be asked for `w` at all.
   bool direct_fits(const SendWqe& w) const;
+  // Whether SEND `w` may be placed (counts down a pause after a target
+  // that took none).
+  bool placeable_send(const SendWqe& w);
+  // place_send() but for what the receives view learns of a refusal.
+  bool try_placing(const SendWqe& w, uint64_t index, const packet::Headers& h);
+  // A target that takes no placed SENDs: the next ones go as packets
+  // without asking, their number doubling with each refusal up to a limit.
+  void placed_declined();
   // Direct execution did not happen: a later try, spaced out.
   void direct_declined();
   // Every WQE sent and not done is a WRITE or READ.
@@ -110,6 +126,10 @@ class SameHostRoute {
   uint32_t rkey_needing_call_ = 0;
   uint32_t rkey_packets_left_ = 0;
   uint32_t rkey_recheck_interval_ = 0;
+  // The target's receive counts as last read (placed_send.h).
+  ReceivesView receives_view_;
+  uint32_t placed_pause_ = 0;           // SENDs left to go as packets unasked
+  uint32_t placed_pause_interval_ = 0;  // the last pause's length (0: none)
   uint64_t polls_seen_ = 0;         // the send CQ's poll count at the last look
   uint32_t starts_since_poll_ = 0;  // short one-sided WQEs started since it changed
 };

@@ -57,7 +57,8 @@ uint64_t mr_map_key(uint32_t device_index, uint32_t rkey) {
 uint64_t seal_of(const TargetQpEntry& e, uint64_t seed) {
   uint64_t h = mix(seed, e.key);
   for (uint64_t v : {uint64_t{e.open}, uint64_t{e.expected_psn}, uint64_t{e.msn},
-                     uint64_t{e.access_flags}, uint64_t{e.peer_key}, e.pd})
+                     uint64_t{e.access_flags}, uint64_t{e.peer_key}, uint64_t{e.send_max}, e.pd,
+                     uint64_t{e.generation}, uint64_t{e.takes_sends}})
     h = mix(h, v);
   return h;
 }
@@ -79,7 +80,10 @@ TargetQpEntry snapshot(const TargetQpEntry& e) {
   c.msn = e.msn;
   c.access_flags = e.access_flags;
   c.peer_key = e.peer_key;
+  c.send_max = e.send_max;
   c.pd = e.pd;
+  c.generation = e.generation;
+  c.takes_sends = e.takes_sends;
   c.seal = e.seal;
   return c;
 }
@@ -134,6 +138,11 @@ void TargetTable::set_accepting(bool accepting) {
   shared_field(table_->header.accepting).store(accepting ? 1 : 0, std::memory_order_release);
 }
 
+void TargetTable::set_taking_sends(bool taking) {
+  if (!table_) return;
+  shared_field(table_->header.sends_refused).store(taking ? 0 : 1, std::memory_order_release);
+}
+
 TargetQpEntry* TargetTable::add_qp(uint32_t device_index, uint32_t qpn) {
   if (!table_) return nullptr;
   const uint32_t key = target_qp_key(device_index, qpn);
@@ -142,7 +151,14 @@ TargetQpEntry* TargetTable::add_qp(uint32_t device_index, uint32_t qpn) {
   if (!e) return nullptr;
   shared_lock_word::Guard lock(e->lock);
   e->open = 0;
+  e->send_max = 0;
+  e->takes_sends = 0;
   e->executed = 0;
+  e->sends_placed = 0;
+  TargetQpReceives& r = receives_of(e);
+  shared_field(r.posted).store(0, std::memory_order_relaxed);
+  shared_field(r.taken_by_packets).store(0, std::memory_order_relaxed);
+  shared_field(r.sends_taken).store(0, std::memory_order_relaxed);
   shared_field(e->key).store(key, std::memory_order_release);
   reseal(*e, seed_);
   return e;
@@ -191,6 +207,10 @@ void TargetTable::withdraw_mr(uint32_t device_index, uint32_t rkey) {
   shared_field(e->key).store(0, std::memory_order_release);
   e->device = 0;
   e->length = 0;
+}
+
+TargetQpReceives& TargetTable::receives_of(TargetQpEntry* e) {
+  return table_->receives[e - table_->qps];
 }
 
 bool TargetTable::pages_wanted(uint32_t device_index, uint32_t rkey) {

@@ -47,6 +47,8 @@ class TargetTable {
   // Whether initiators may execute here at all (not while a fault rule or a
   // capture must see every packet).
   void set_accepting(bool accepting);
+  // Whether initiators may place SENDs here (not while RNR is forced).
+  void set_taking_sends(bool taking);
 
   // The calling thread holds the liveness page's mutex (liveness_page.h;
   // made when MR pages are shared) until it lets go, from the same thread;
@@ -59,6 +61,8 @@ class TargetTable {
   TargetQpEntry* add_qp(uint32_t device_index, uint32_t qpn);
   // Frees it once no initiator uses it.
   void remove_qp(TargetQpEntry* entry);
+  // The receive counts beside an entry add_qp() gave.
+  TargetQpReceives& receives_of(TargetQpEntry* entry);
 
   // An MR's R_Key, published or withdrawn (waits for an operation using
   // it). Without room the R_Key is simply not published.

@@ -31,7 +31,9 @@ namespace softverbs {
 inline constexpr uint64_t kTargetTableMagic = 0x746774742d767373ull;  // "ssv-ttgt"
 // 4: lock words hold the holder's pid and bits of its start time.
 // 5: initiators ask for an MR's pages to be shared (pages_wanted).
-inline constexpr uint32_t kTargetTableVersion = 5;
+// 6: initiators place SENDs (placed_send.h): QP entries say what a SEND
+// may be and how many the initiator placed; receive counts beside them.
+inline constexpr uint32_t kTargetTableVersion = 6;
 
 struct TargetTableHeader {
   uint64_t magic;               // written last, read with acquire
@@ -46,7 +48,9 @@ struct TargetTableHeader {
   // The owner's liveness page (liveness_page.h), when it shares MR pages:
   // its descriptor in the owner and its inode (0: none).
   int32_t liveness_fd;
-  uint32_t reserved2;
+  // 1 while every SEND must reach the owner's responder (softverbs rnr
+  // forces RNR NAKs): no SEND is placed (placed_send.h).
+  uint32_t sends_refused;
   uint64_t liveness_inode;
 };
 
@@ -60,10 +64,36 @@ struct alignas(64) TargetQpEntry {
   uint32_t msn;
   uint32_t access_flags;        // the QP's remote access bits
   uint32_t peer_key;            // target_qp_key() of the connected peer QP
-  uint32_t reserved;
+  // The longest SEND an initiator may place (placed_send.h): what the
+  // shortest receive WQE posted since the QP's reset takes.
+  uint32_t send_max;
   uint64_t pd;                  // names the QP's PD within the owner
+  // Names the QP's life since its creation or last reset: a placed SEND
+  // carries it, and one from an earlier life is dropped.
+  uint32_t generation;
+  uint32_t takes_sends;         // 1: SENDs may be placed (not with an SRQ)
   uint64_t seal;                // of everything above but the lock
-  uint64_t executed;            // operations initiators executed on it (not sealed)
+  // Not sealed:
+  uint32_t executed;            // operations initiators executed on it, wrapping
+  uint32_t sends_placed;        // SENDs initiators placed since the reset, wrapping
+};
+
+// Beside each QP entry, in a table of their own that only the owner writes
+// (without the lock, with release stores; four to a line, to keep the
+// mailbox within its size): its receive queue as placed
+// SENDs see it. Counts since the reset, wrapping. A placed SEND may take a
+// receive while posted - taken_by_packets exceeds the entry's
+// sends_placed; both only grow, so an initiator may keep what it read of
+// `posted` (a view too low holds SENDs back, never too many), and reads
+// taken_by_packets again only after sending receive-taking packets itself
+// (no one else's take one).
+struct alignas(16) TargetQpReceives {
+  uint32_t posted;            // receive WQEs posted
+  uint32_t taken_by_packets;  // of those, taken by packets (or flushed)
+  // Placed SENDs the owner has taken: while fewer than sends_placed, a
+  // WRITE, READ or atomic goes as packets, behind them.
+  uint32_t sends_taken;
+  uint32_t reserved;
 };
 
 // An MR with an R_Key. key: 0 empty, else the R_Key; device 1-based.
@@ -98,8 +128,10 @@ struct TargetTableLayout {
   alignas(64) TargetTableHeader header;
   TargetQpEntry qps[kTargetQpEntries];
   TargetMrEntry mrs[kTargetMrEntries];
+  TargetQpReceives receives[kTargetQpEntries];  // receives[i] is qps[i]'s
 };
-static_assert(sizeof(TargetQpEntry) == 64 && sizeof(TargetMrEntry) == 128);
+static_assert(sizeof(TargetQpEntry) == 64 && sizeof(TargetMrEntry) == 128 &&
+              sizeof(TargetQpReceives) == 16);
 static_assert(sizeof(TargetTableLayout) <= kMailboxTargetAreaBytes);
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
@@ -127,7 +159,7 @@ inline std::atomic<uint32_t>& pages_wanted_calls(TargetTableHeader& header) {
 
 // An entry's sealed fields and seal, read once (under its lock) into
 // private memory, where a stray write cannot change them between a check
-// and a use. The lock word and `executed` stay behind.
+// and a use. The lock word and the unsealed counts stay behind.
 TargetQpEntry snapshot(const TargetQpEntry& e);
 TargetMrEntry snapshot(const TargetMrEntry& e);
 

@@ -34,6 +34,10 @@ namespace softverbs {
   X(direct_operations, "WRITEs, READs and atomics this side executed on the target itself, no packet sent") \
   X(payloads_placed, "WRITEs with immediate whose bytes this side placed on the target itself") \
   X(executed_by_initiators, "WRITEs, READs and atomics an initiator executed on this QP directly")  \
+  X(sends_placed, "SENDs this side placed on the target itself: accepted under its QP entry, no ACK") \
+  X(placed_sends_taken, "SENDs an initiator placed on this QP, taken into receive WQEs") \
+  X(placed_sends_dropped, "placed SENDs dropped: from an earlier life of this QP, replayed, after a loss, or in a state that takes none") \
+  X(placed_sends_lost, "times placed SENDs were found lost in a damaged ring (the QP failed)") \
   X(qkey_violations, "UD datagrams dropped: Q_Key differs from the QP's")        \
   X(datagrams_dropped_no_receive, "UD datagrams dropped: no receive WQE posted")  \
   X(datagrams_dropped_too_long, "UD datagrams dropped: longer than the receive WQE")\

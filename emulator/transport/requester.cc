@@ -167,14 +167,23 @@ Requester::Step Requester::execute_direct() {
   SendWqe& w = *wqe_;
   const uint64_t index = qp_.sq.next;
   uint64_t original = 0;  // a compare-and-swap's or fetch-and-add's answer
-  if (!route_.execute(w, index, npsn_, original)) return Step::kStartPackets;
-  if (w.opcode == WrOpcode::kRdmaWriteWithImm) {
-    // Its bytes are in place; a run frame without payload stands for its
-    // packets, and the target's responder takes a receive WQE, completes
-    // and acknowledges it as for any.
-    payload_placed_ = true;
-    ++qp_.counters.payloads_placed;
-    return Step::kStartPackets;
+  if (w.is_send()) {
+    // Accepted on the target's entry and in its ring: done, as a WRITE
+    // executed directly is.
+    if (!route_.place_send(w, index, segment_headers(w, npsn_, true, true)))
+      return Step::kStartPackets;
+    ++qp_.counters.sends_placed;
+  } else {
+    if (!route_.execute(w, index, npsn_, original)) return Step::kStartPackets;
+    if (w.opcode == WrOpcode::kRdmaWriteWithImm) {
+      // Its bytes are in place; a run frame without payload stands for its
+      // packets, and the target's responder takes a receive WQE, completes
+      // and acknowledges it as for any.
+      payload_placed_ = true;
+      ++qp_.counters.payloads_placed;
+      return Step::kStartPackets;
+    }
+    ++qp_.counters.direct_operations;
   }
   w.started = true;
   started_end_ = std::max(started_end_, index + 1);
@@ -182,7 +191,6 @@ Requester::Step Requester::execute_direct() {
   w.last_psn = packet::psn_add(npsn_, packets_of(w) - 1);
   advance_psn(packet::psn_add(w.last_psn, 1));
   finish_wqe();
-  ++qp_.counters.direct_operations;
   qp_.completer.executed_directly(w, index, original);
   return Step::kNextWqe;
 }

@@ -55,6 +55,23 @@ void Responder::receive_run(const RunFrame& frame) {
   run(r);
 }
 
+void Responder::receive_placed(const packet::DecodedPacket& pkt,
+                               const packet::OpcodeInfo& info) {
+  const bool taken = claim_receive() && pkt.payload.size() <= recv_wqe_.length;
+  const WcStatus st = !taken ? WcStatus::kLocLenErr
+                             : qp_.scatter(recv_wqe_.sges, recv_wqe_.num_sge, 0, pkt.payload);
+  if (st != WcStatus::kSuccess) {
+    // The initiator was told the SEND arrived: nothing here may fail
+    // quietly.
+    fail_receive(st);
+    qp_.enter_error();
+    qp_.raise(AsyncEventType::kQpFatal);
+    return;
+  }
+  recv_offset_ = pkt.payload.size();
+  complete_receive(pkt.headers, true, info.headers & packet::kHdrImmDt, false);
+}
+
 void Responder::run(Request& r) {
   Step step = Step::kCheckPsn;
   while (step != Step::kDone) {
@@ -528,6 +545,7 @@ void Responder::release_receive() {
 void Responder::retire_receive() {
   if (!qp_.srq) ++qp_.rq.head;
   holds_receive_ = false;
+  qp_.publish_receives();
 }
 
 void Responder::complete_receive(const packet::Headers& h, bool is_send, bool has_imm,

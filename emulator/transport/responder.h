@@ -34,6 +34,12 @@ class Responder {
   // A run of SEND or WRITE packets (run_frame.h): the same steps, taken once
   // for the whole run, with the payload pulled from the sender.
   void receive_run(const RunFrame& run);
+  // A SEND an initiator of this host placed (placed_send.h): it accepted
+  // the SEND on the QP's target entry, PSN and MSN included, and a receive
+  // WQE was free for it; into that WQE and completed, with no PSN check
+  // and no answer. What cannot happen unless the entry was scribbled on
+  // (no receive, one too short, SGEs that fail) fails the QP.
+  void receive_placed(const packet::DecodedPacket& pkt, const packet::OpcodeInfo& info);
   // A UD datagram (responder_datagram.cc): Q_Key check, then into the next
   // receive WQE behind the 40 bytes kept for the GRH. No PSN, no ACK.
   void receive_datagram(const packet::DecodedPacket& pkt);

@@ -13,6 +13,7 @@
 #include "emulator/fault/fault_injector.h"
 #include "emulator/objects/hca.h"
 #include "emulator/objects/qp_impl.h"
+#include "emulator/same_host/placed_send.h"
 #include "emulator/same_host/run_frame.h"
 #include "emulator/transport/aeth.h"
 #include "emulator/wire/loopback_wire.h"
@@ -91,14 +92,22 @@ class Transport : public ::testing::Test {
       ++runs_seen_;
       packet::DecodedPacket pkt;
       pkt.headers = run.first;
-      sent_.push_back({run.first.bth.opcode, run.first.bth.psn, 0});
+      sent_.push_back({run.first.bth.opcode, run.first.bth.psn, 0, false});
       return !(drop_ && drop_(sent_.size(), pkt));
     }
+    // A placed SEND (placed_send.h): its packet, marked placed.
+    std::span<const uint8_t> packet_bytes = frame;
+    PlacedSendPrefix prefix;
+    const bool placed = read_placed_send_frame(frame, packet_bytes, prefix);
+    placed_seen_ += placed;
     packet::DecodedPacket pkt;
-    const packet::DecodeError e = packet::decode_ib(frame, pkt);
+    EXPECT_EQ(placed, is_placed_send_frame(frame)) << "a placed frame's checksum fails";
+    const packet::DecodeError e =
+        packet::decode_ib(packet_bytes, pkt, placed ? packet::Icrc::kOmitted : packet::Icrc::kComputed);
     if (injector_ && e != packet::DecodeError::kNone) return true;  // corrupted on purpose
     EXPECT_EQ(e, packet::DecodeError::kNone);
-    sent_.push_back({pkt.headers.bth.opcode, pkt.headers.bth.psn, pkt.headers.aeth.syndrome});
+    sent_.push_back(
+        {pkt.headers.bth.opcode, pkt.headers.bth.psn, pkt.headers.aeth.syndrome, placed});
     return !(drop_ && drop_(sent_.size(), pkt));
   }
 
@@ -224,6 +233,7 @@ class Transport : public ::testing::Test {
     Opcode opcode;
     uint32_t psn;
     uint8_t syndrome;
+    bool placed = false;  // a placed SEND's packet
   };
   QpType qp_type_ = QpType::kRc;
   uint32_t cq_stamps_ = 0;  // CqStamps of the CQs make_endpoint creates
@@ -235,6 +245,7 @@ class Transport : public ::testing::Test {
   std::unique_ptr<Hca> hca_;
   std::vector<Sent> sent_;
   size_t runs_seen_ = 0;
+  size_t placed_seen_ = 0;  // placed SENDs among sent_
   std::function<bool(size_t index, const packet::DecodedPacket&)> drop_;
 };
 

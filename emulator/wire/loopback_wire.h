@@ -30,6 +30,7 @@ class LoopbackWire final : public Wire, public SameHostPeers, public Doorbell {
   void wait(uint64_t timeout_ns) override {}
   void wake() override {}
   bool has_deferred() const override { return false; }
+  bool may_have_input() const override { return queued() != 0; }
   WireCounters counters() const override {
     std::lock_guard lock(mutex_);
     return counters_;
@@ -51,9 +52,14 @@ class LoopbackWire final : public Wire, public SameHostPeers, public Doorbell {
   void allow_direct(bool allow) { direct_allowed_ = allow; }
   void direct_as_same_process(bool same) { direct_same_process_ = same; }
   std::span<uint8_t> own_target_area() override { return target_area_->bytes; }
-  PeerTargetArea peer_target_area(const WireAddress&) override {
+  PeerTargetArea peer_target_area(const WireAddress&, Attention) override {
     if (!direct_allowed_) return {};
     return PeerTargetArea{target_area_, target_area_->bytes, false, direct_same_process_};
+  }
+  // Into the one queue, like any frame (the filter sees it too).
+  bool push_now(const WireAddress& dst, const PeerTargetArea&,
+                std::span<const uint8_t> frame) override {
+    return send(dst, frame);
   }
   // Every QP is served by this process's one queue: its backlog is what
   // was queued and not yet taken.
@@ -62,6 +68,8 @@ class LoopbackWire final : public Wire, public SameHostPeers, public Doorbell {
     return IntakeBacklog{frames_queued_, counters_.frames_received, UINT64_MAX};
   }
   void intake_pass_ended() override {}
+  bool own_ring_drained() override { return queued() == 0; }
+  uint64_t ring_damage() const override { return 0; }
 
  private:
   Filter filter_;

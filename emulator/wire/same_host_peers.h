@@ -53,15 +53,33 @@ class SameHostPeers {
   virtual void set_accepting_runs(bool accepting) = 0;
 
   // The target area of this process, and that of the process serving
-  // `dst` (empty: no such peer on this host).
+  // `dst` (empty: no such peer on this host). Without `attention`, its
+  // `attentive` is left false (reading it costs a look at lines the peer
+  // writes on every poll).
+  enum class Attention { kAsk, kSkip };
   virtual std::span<uint8_t> own_target_area() = 0;
-  virtual PeerTargetArea peer_target_area(const WireAddress& dst) = 0;
+  virtual PeerTargetArea peer_target_area(const WireAddress& dst,
+                                          Attention attention = Attention::kAsk) = 0;
+
+  // Pushes `frame` for `dst` into the ring of the process whose target
+  // area `target` is, now: false (nothing sent) when that process no
+  // longer serves `dst`, frames of ours for it are held, or its ring is
+  // full. Never holds the frame. (A SEND placed under that area's QP
+  // entry lock: emulator/same_host/placed_send.h.)
+  virtual bool push_now(const WireAddress& dst, const PeerTargetArea& target,
+                        std::span<const uint8_t> frame) = 0;
 
   // The backlog of the live process serving `dst` (this one included);
   // nullopt when no live process of this host serves it.
   virtual std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst) = 0;
   // A pass of this process's intake ended: what it took is served.
   virtual void intake_pass_ended() = 0;
+  // Every slot of this process's ring that producers claimed has been
+  // taken (consumer side, with the intake held).
+  virtual bool own_ring_drained() = 0;
+  // Frames of this process's ring lost to shared state a process broke
+  // (ring protocol violations), as a count that only grows.
+  virtual uint64_t ring_damage() const = 0;
 };
 
 }  // namespace softverbs

@@ -35,11 +35,12 @@ inline constexpr uint64_t kMailboxMagic = 0x78626d2d76667373ull;  // "ssfv-mbx"
 // serves the ring itself while it waits for completion events.
 // 8: `served_position`, how far the owner has served its ring (fair timers).
 // 9: `poll_paused`: the owner's standing poll announcement is between polls.
-inline constexpr uint32_t kMailboxVersion = 9;
+// 10: a target area of 108 KiB (receive counts for placed SENDs).
+inline constexpr uint32_t kMailboxVersion = 10;
 
 // After the slots: the owner's target area (emulator/same_host/target_table_layout.h),
 // which peers map with the mailbox. The wire knows only its size.
-inline constexpr size_t kMailboxTargetAreaBytes = 100 * 1024;
+inline constexpr size_t kMailboxTargetAreaBytes = 108 * 1024;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);

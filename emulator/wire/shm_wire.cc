@@ -351,7 +351,7 @@ bool ShmWire::accepts_runs(const WireAddress& dst) {
 
 void ShmWire::set_accepting_runs(bool accepting) { inbox_->set_accepting_runs(accepting); }
 
-PeerTargetArea ShmWire::peer_target_area(const WireAddress& dst) {
+PeerTargetArea ShmWire::peer_target_area(const WireAddress& dst, Attention attention) {
   ProcessRef owner;
   if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return {};
   const ProcessRef self = registry_.self();
@@ -363,8 +363,25 @@ PeerTargetArea ShmWire::peer_target_area(const WireAddress& dst) {
   Peer* peer = peer_for_locked(owner);
   if (peer == nullptr) return {};
   const ShmMailbox& mailbox = *peer->mailbox;
-  return PeerTargetArea{peer->mailbox, mailbox.target_area(),
-                        !mailbox.consumer_asleep() || mailbox.polling()};
+  return PeerTargetArea{
+      peer->mailbox, mailbox.target_area(),
+      attention == Attention::kAsk && (!mailbox.consumer_asleep() || mailbox.polling())};
+}
+
+bool ShmWire::push_now(const WireAddress& dst, const PeerTargetArea& target,
+                       std::span<const uint8_t> frame) {
+  if (frame.empty() || frame.size() > kShmMaxFrameBytes) return false;
+  ProcessRef owner;
+  if (!registry_.find_qpn_owner(dst.device_index, dst.qpn, owner)) return false;
+  std::lock_guard lock(send_mutex_);
+  Peer* peer = peer_for_locked(owner);
+  // Only into the ring beside the area the caller holds, behind nothing held.
+  if (peer == nullptr || static_cast<const void*>(peer->mailbox.get()) != target.keep.get() ||
+      !flush_deferred_locked(*peer))
+    return false;
+  if (peer->mailbox->try_push(frame) != ClaimResult::kClaimed) return false;
+  bump(frames_sent_);
+  return true;
 }
 
 std::optional<IntakeBacklog> ShmWire::intake_backlog(const WireAddress& dst) {

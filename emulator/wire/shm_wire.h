@@ -80,9 +80,18 @@ class ShmWire final : public Wire, public SameHostPeers, public Doorbell {
   bool accepts_runs(const WireAddress& dst) override;
   void set_accepting_runs(bool accepting) override;
   std::span<uint8_t> own_target_area() override { return inbox_->target_area(); }
-  PeerTargetArea peer_target_area(const WireAddress& dst) override;
+  PeerTargetArea peer_target_area(const WireAddress& dst, Attention attention) override;
+  bool push_now(const WireAddress& dst, const PeerTargetArea& target,
+                std::span<const uint8_t> frame) override;
   std::optional<IntakeBacklog> intake_backlog(const WireAddress& dst) override;
   void intake_pass_ended() override { inbox_->publish_served(); }
+  bool own_ring_drained() override {
+    const ShmMailbox::Backlog backlog = inbox_->own_backlog();
+    return backlog.claimed <= backlog.served;
+  }
+  uint64_t ring_damage() const override {
+    return ring_protocol_violations_.load(std::memory_order_relaxed);
+  }
   WireCounters counters() const override;
 
   // Doorbell. While frames are held, wait() sleeps at most
