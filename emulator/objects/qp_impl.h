@@ -120,6 +120,13 @@ struct QpImpl {
   // name one (0: none yet), so an MR change passes most QPs by.
   uint32_t receives_lkey = 0;
   bool receives_mixed_lkeys = false;
+  // The MR a posted receive last checked out against in full (0: none),
+  // so the next receive within it needs no look into the MR table.
+  struct CheckedReceiveMemory {
+    uint32_t lkey = 0;
+    uint64_t iova = 0;
+    uint64_t length = 0;
+  } checked_receive_memory;
   // ERR came while placed SENDs were on their way: the receive queue is
   // flushed once the intake has taken the SENDs placed before it
   // (sends_placed_at_error), or found none left (Engine::defer_receive_flush).

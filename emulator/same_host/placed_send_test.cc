@@ -122,6 +122,47 @@ TEST_F(PlacedSend, ASendLongerThanAReceivePostedGoesAsPacketsAndGetsTheirError) 
   EXPECT_EQ(c.status, WcStatus::kRemInvReqErr);
 }
 
+// A receive whose memory does not check out when posted (an L_Key no MR
+// has) stops placement: the SEND meets the responder, which reports it.
+TEST_F(PlacedSend, AReceiveThatFailsItsChecksSendsTheSendAsPacketsWithTheirErrors) {
+  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
+  connect(a, b, 0, 0);
+  Sge r = sge(b, 0, 64);
+  r.lkey ^= 0x5a5a00;
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  Sge s = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_FALSE(sent_[0].placed);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kLocProtErr);
+  ASSERT_TRUE(poll_one(*a.send_cq, c));
+  EXPECT_EQ(c.status, WcStatus::kRemOpErr);
+}
+
+// A receive posted, then its MR deregistered: the receive no longer checks
+// out, and the SEND goes as packets.
+TEST_F(PlacedSend, DeregisteringTheMrOfAPostedReceiveStopsPlacement) {
+  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
+  connect(a, b, 0, 0);
+  Errno err;
+  std::vector<uint8_t> other(4096);
+  std::unique_ptr<Mr> mr = hca_->register_mr(*b.pd, reinterpret_cast<uint64_t>(other.data()),
+                                             other.size(), kAccessLocalWrite, err);
+  ASSERT_TRUE(mr) << err;
+  Sge r{reinterpret_cast<uint64_t>(other.data()), 64, mr->lkey()};
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  mr.reset();
+  Sge s = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_FALSE(sent_[0].placed);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_NE(c.status, WcStatus::kSuccess);
+}
+
 // The target moved to ERR with SENDs placed and not yet taken: they
 // complete, in order, before the rest of its receive queue is flushed, as
 // on an HCA that had placed them before the Modify QP.

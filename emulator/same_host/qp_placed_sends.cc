@@ -3,7 +3,9 @@
 // they placed.
 #include <algorithm>
 #include <atomic>
+#include <shared_mutex>
 
+#include "emulator/objects/mr.h"
 #include "emulator/objects/qp_impl.h"
 #include "emulator/same_host/placed_send.h"
 #include "emulator/trace/protocol_events.h"
@@ -27,6 +29,7 @@ void QpImpl::start_placed_sends() {
   placement_refused = receive_flush_deferred = placed_sends_lost = false;
   receives_lkey = 0;
   receives_mixed_lkeys = false;
+  checked_receive_memory = {};
   sends_placed_at_error = 0;
   if (!target_receives) return;
   // Closed now (created, or in RESET under the entry's lock): no initiator
@@ -55,12 +58,35 @@ void QpImpl::publish_receives() {
 
 namespace {
 
+// Remembers the MR of `lkey`, which a receive of `qp` just checked out
+// against, when it is plain pinned memory of the QP's PD with local write.
+void remember_checked_memory(QpImpl& qp, uint32_t lkey) {
+  const Hca::Impl& hca = qp.hca->impl();
+  std::shared_lock lock(hca.mr_mutex);
+  const Mr* mr = hca.find_mr_locked(lkey);
+  if (!mr || mr->kind() != MrKind::kMemory || mr->on_demand() || &mr->pd() != qp.pd ||
+      !(mr->access() & kAccessLocalWrite))
+    return;
+  qp.checked_receive_memory = {lkey, mr->iova(), mr->length()};
+}
+
 // Whether a SEND scattered into the receive WQE at `index` of `qp` would
 // find its memory (local write, the QP's PD, inside the MRs).
 bool receive_checks_out(QpImpl& qp, uint64_t index) {
+  const Sge* sges = qp.rq.sges_at(index);
+  const uint32_t count = qp.rq.at(index).num_sge;
+  const QpImpl::CheckedReceiveMemory& known = qp.checked_receive_memory;
+  auto within_known = [&](const Sge& s) {
+    return s.lkey == known.lkey && s.addr >= known.iova && s.length <= known.length &&
+           s.addr - known.iova <= known.length - s.length;
+  };
+  if (known.lkey != 0 && std::all_of(sges, sges + count, within_known)) return true;
   RunFrame pieces;
-  return qp.describe_destination(qp.rq.sges_at(index), qp.rq.at(index).num_sge, 0,
-                                 qp.rq.at(index).length, pieces) == WcStatus::kSuccess;
+  if (qp.describe_destination(sges, count, 0, qp.rq.at(index).length, pieces) !=
+      WcStatus::kSuccess)
+    return false;
+  if (count != 0) remember_checked_memory(qp, sges[0].lkey);
+  return true;
 }
 
 }  // namespace
@@ -85,6 +111,7 @@ void QpImpl::note_receive_posted(uint64_t index) {
 }
 
 void QpImpl::recheck_receives(uint32_t lkey) {
+  if (checked_receive_memory.lkey == lkey) checked_receive_memory = {};
   if (!target_receives || srq || placement_refused) return;
   if (!receives_mixed_lkeys && receives_lkey != lkey) return;
   for (uint64_t n = rq.head; n != rq.tail; ++n) {

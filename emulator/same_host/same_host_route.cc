@@ -72,6 +72,7 @@ void SameHostRoute::reset() {
   direct_probe_in_ = direct_probe_interval_ = 0;
   placed_pause_ = placed_pause_interval_ = 0;
   receives_view_ = ReceivesView{};
+  placed_target_ = PeerTargetArea{};
 }
 
 SameHostRoute::Travel SameHostRoute::choose(const SendWqe& w, bool quiet) {
@@ -149,9 +150,13 @@ bool SameHostRoute::place_send(const SendWqe& w, uint64_t index, const packet::H
 bool SameHostRoute::try_placing(const SendWqe& w, uint64_t index, const packet::Headers& h) {
   SameHost& same_host = qp_.engine->same_host();
   const WireAddress dst = qp_.destination();
-  const PeerTargetArea target = same_host.placed_target(dst);
+  // Kept while pushes into the ring beside it succeed: each push asks the
+  // registry again whether that ring still serves `dst`.
+  if (placed_target_.bytes.empty()) placed_target_ = same_host.placed_target(dst);
+  const PeerTargetArea& target = placed_target_;
   // A QP of this process takes its SENDs by local delivery.
   if (target.bytes.empty() || target.same_process) {
+    placed_target_ = PeerTargetArea{};
     placed_declined();
     return false;
   }
@@ -194,11 +199,13 @@ bool SameHostRoute::try_placing(const SendWqe& w, uint64_t index, const packet::
       .length = static_cast<uint32_t>(w.length),
       .view = &receives_view_,
   };
-  switch (softverbs::place_send(target.bytes, send, pusher)) {
-    case PlacedResult::kPlaced: placed_pause_interval_ = 0; return true;
-    case PlacedResult::kNotNow: return false;
-    case PlacedResult::kNotHere: placed_declined(); return false;
+  const PlacedResult result = softverbs::place_send(target.bytes, send, pusher);
+  if (result == PlacedResult::kPlaced) {
+    placed_pause_interval_ = 0;
+    return true;
   }
+  placed_target_ = PeerTargetArea{};  // asked again next time
+  if (result == PlacedResult::kNotHere) placed_declined();
   return false;
 }
 

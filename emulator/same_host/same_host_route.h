@@ -27,6 +27,7 @@
 
 #include "emulator/packet/headers.h"
 #include "emulator/same_host/placed_send.h"
+#include "emulator/wire/same_host_peers.h"
 #include "emulator/transport/send_queue.h"
 
 namespace softverbs {
@@ -126,8 +127,10 @@ class SameHostRoute {
   uint32_t rkey_needing_call_ = 0;
   uint32_t rkey_packets_left_ = 0;
   uint32_t rkey_recheck_interval_ = 0;
-  // The target's receive counts as last read (placed_send.h).
+  // The target's receive counts as last read (placed_send.h), and its
+  // target area while placing works.
   ReceivesView receives_view_;
+  PeerTargetArea placed_target_;
   uint32_t placed_pause_ = 0;           // SENDs left to go as packets unasked
   uint32_t placed_pause_interval_ = 0;  // the last pause's length (0: none)
   uint64_t polls_seen_ = 0;         // the send CQ's poll count at the last look
