@@ -132,7 +132,7 @@ struct QpImpl {
   // (sends_placed_at_error), or found none left (Engine::defer_receive_flush).
   bool receive_flush_deferred = false;
   uint32_t sends_placed_at_error = 0;
-  bool placed_sends_lost = false;
+  bool placed_sends_stopped = false;
   // A fresh life for placed SENDs: at creation and at each reset.
   void start_placed_sends();
   // Stores the receive count placed SENDs see, when it changed.
@@ -145,9 +145,11 @@ struct QpImpl {
   // A placed SEND the intake found for this QP.
   void receive_placed_send(const packet::DecodedPacket& pkt, const PlacedSendPrefix& prefix);
   // Placed SENDs the initiator counted and this QP never took: lost in the
-  // ring. The QP fails (the initiator was told they arrived) and takes no
-  // placed SEND after them.
+  // ring. The QP stops taking them (below).
   void lose_placed_sends();
+  // The QP takes no placed SEND any more (one was lost, or failed here:
+  // the initiator was told it arrived) and fails, unless in ERR already.
+  void stop_placed_sends();
   // Whether the entry counts more placed SENDs than were taken (its lock
   // held; missing if the ring holds no more).
   bool placed_sends_missing();

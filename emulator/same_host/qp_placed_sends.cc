@@ -26,7 +26,7 @@ void QpImpl::start_placed_sends() {
   placed_generation = next_generation();
   placed_send_max = kPlacedSendMaxBytes;
   placed_sends_taken = posted_published = taken_published = 0;
-  placement_refused = receive_flush_deferred = placed_sends_lost = false;
+  placement_refused = receive_flush_deferred = placed_sends_stopped = false;
   receives_lkey = 0;
   receives_mixed_lkeys = false;
   checked_receive_memory = {};
@@ -129,14 +129,15 @@ void QpImpl::receive_placed_send(const packet::DecodedPacket& pkt,
                                  const PlacedSendPrefix& prefix) {
   const packet::OpcodeInfo& info =
       packet::opcode_info(static_cast<uint8_t>(pkt.headers.bth.opcode));
-  const bool fits = info.name && type == QpType::kRc && info.transport == packet::transport_of(type) &&
-                    info.is_request && info.operation == packet::Operation::kSend &&
+  const bool fits = info.name && type == QpType::kRc &&
+                    info.transport == packet::transport_of(type) && info.is_request &&
+                    info.operation == packet::Operation::kSend &&
                     info.position == packet::Position::kOnly &&
                     !(info.headers & packet::kHdrIeth) && pkt.headers.bth.pkey == kDefaultPkey;
   // Placed before ERR: taken before the flush.
   const bool takes = can_receive() || receive_flush_deferred;
   if (!fits || !takes || !target_receives || prefix.generation != placed_generation ||
-      placed_sends_lost) {
+      placed_sends_stopped) {
     ++counters.placed_sends_dropped;
     return;
   }
@@ -163,7 +164,11 @@ void QpImpl::receive_placed_send(const packet::DecodedPacket& pkt,
 
 void QpImpl::lose_placed_sends() {
   ++counters.placed_sends_lost;
-  placed_sends_lost = true;
+  stop_placed_sends();
+}
+
+void QpImpl::stop_placed_sends() {
+  placed_sends_stopped = true;
   if (attr.state == QpState::kErr) {
     end_deferred_receive_flush();
     return;
@@ -173,7 +178,7 @@ void QpImpl::lose_placed_sends() {
 }
 
 bool QpImpl::placed_sends_missing() {
-  if (!target_entry || placed_sends_lost || !(can_receive() || receive_flush_deferred))
+  if (!target_entry || placed_sends_stopped || !(can_receive() || receive_flush_deferred))
     return false;
   return shared_field(target_entry->sends_placed).load(std::memory_order_relaxed) !=
          placed_sends_taken;
@@ -185,7 +190,7 @@ void QpImpl::flush_receives_or_defer() {
   const uint32_t placed =
       target_entry ? shared_field(target_entry->sends_placed).load(std::memory_order_relaxed)
                    : placed_sends_taken;
-  if (srq || placed_sends_lost || placed == placed_sends_taken) {
+  if (srq || placed_sends_stopped || placed == placed_sends_taken) {
     responder.flush();
     return;
   }

@@ -62,10 +62,9 @@ void Responder::receive_placed(const packet::DecodedPacket& pkt,
                              : qp_.scatter(recv_wqe_.sges, recv_wqe_.num_sge, 0, pkt.payload);
   if (st != WcStatus::kSuccess) {
     // The initiator was told the SEND arrived: nothing here may fail
-    // quietly.
+    // quietly, and nothing placed after it is taken.
     fail_receive(st);
-    qp_.enter_error();
-    qp_.raise(AsyncEventType::kQpFatal);
+    qp_.stop_placed_sends();
     return;
   }
   recv_offset_ = pkt.payload.size();
