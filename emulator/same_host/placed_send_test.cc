@@ -24,6 +24,19 @@ class PlacedSend : public DirectTransport {
     run_until_idle();
     engine_->progress();
   }
+  // A SEND of 64 bytes from `a` goes as packets, and the receive and the
+  // SEND complete with these statuses.
+  void expect_a_send_as_packets(Endpoint& a, Endpoint& b, WcStatus receive, WcStatus send) {
+    Sge s = sge(a, 0, 64);
+    ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
+    ASSERT_EQ(sent_.size(), 1u);
+    EXPECT_FALSE(sent_[0].placed);
+    Completion c;
+    ASSERT_TRUE(poll_one(*b.recv_cq, c));
+    EXPECT_EQ(c.status, receive);
+    ASSERT_TRUE(poll_one(*a.send_cq, c));
+    EXPECT_EQ(c.status, send);
+  }
 };
 
 TEST_F(PlacedSend, CompletesAtOnceAndItsTargetTakesItWithNoAcknowledgement) {
@@ -111,15 +124,7 @@ TEST_F(PlacedSend, ASendLongerThanAReceivePostedGoesAsPacketsAndGetsTheirError) 
   connect(a, b, 0, 0);
   Sge r = sge(b, 0, 32);
   ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
-  Sge s = sge(a, 0, 64);
-  ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
-  ASSERT_EQ(sent_.size(), 1u);
-  EXPECT_FALSE(sent_[0].placed);
-  Completion c;
-  ASSERT_TRUE(poll_one(*b.recv_cq, c));
-  EXPECT_EQ(c.status, WcStatus::kLocLenErr);
-  ASSERT_TRUE(poll_one(*a.send_cq, c));
-  EXPECT_EQ(c.status, WcStatus::kRemInvReqErr);
+  expect_a_send_as_packets(a, b, WcStatus::kLocLenErr, WcStatus::kRemInvReqErr);
 }
 
 // A receive whose memory does not check out when posted (an L_Key no MR
@@ -130,15 +135,7 @@ TEST_F(PlacedSend, AReceiveThatFailsItsChecksSendsTheSendAsPacketsWithTheirError
   Sge r = sge(b, 0, 64);
   r.lkey ^= 0x5a5a00;
   ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
-  Sge s = sge(a, 0, 64);
-  ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
-  ASSERT_EQ(sent_.size(), 1u);
-  EXPECT_FALSE(sent_[0].placed);
-  Completion c;
-  ASSERT_TRUE(poll_one(*b.recv_cq, c));
-  EXPECT_EQ(c.status, WcStatus::kLocProtErr);
-  ASSERT_TRUE(poll_one(*a.send_cq, c));
-  EXPECT_EQ(c.status, WcStatus::kRemOpErr);
+  expect_a_send_as_packets(a, b, WcStatus::kLocProtErr, WcStatus::kRemOpErr);
 }
 
 // A receive posted, then its MR deregistered: the receive no longer checks
