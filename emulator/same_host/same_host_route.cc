@@ -127,9 +127,13 @@ bool SameHostRoute::placeable_send(const SendWqe& w) {
   // SEND with invalidate stays on packets: its window is the responder's
   // to check, and a refusal must reach this side.
   if (w.opcode != WrOpcode::kSend && w.opcode != WrOpcode::kSendWithImm) return false;
+  SameHost& same_host = qp_.engine->same_host();
+  // A QP of this process takes its SENDs by local delivery, asked without
+  // a look into the registry.
   if (qp_.type != QpType::kRc || qp_.attr.state != QpState::kRts ||
       w.length > kPlacedSendMaxBytes || w.length > qp_.mtu() || !qp_.port_up() ||
-      qp_.migration_in_use() || !qp_.engine->same_host().placed_sends_possible())
+      qp_.migration_in_use() || !same_host.placed_sends_possible() ||
+      same_host.delivers_locally(qp_.destination()))
     return false;
   if (placed_pause_ == 0) return true;
   --placed_pause_;
