@@ -394,6 +394,7 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
     return;
   }
   TargetEntryScope scope(*this);
+  if (placed_sends_missing()) return lose_placed_sends();
   responder.receive(pkt, info);
 }
 
@@ -410,6 +411,7 @@ void QpImpl::receive_run(const RunFrame& run) {
   ++counters.runs_received;
   trace::run_received(*this, run);
   TargetEntryScope scope(*this);
+  if (placed_sends_missing()) return lose_placed_sends();
   responder.receive_run(run);
 }
 

@@ -151,7 +151,9 @@ struct QpImpl {
   // the initiator was told it arrived) and fails, unless in ERR already.
   void stop_placed_sends();
   // Whether the entry counts more placed SENDs than were taken (its lock
-  // held; missing if the ring holds no more).
+  // held): missing if the ring holds no more, or when a request packet of
+  // the initiator comes (sent after every SEND it placed, it queued
+  // behind them).
   bool placed_sends_missing();
   // ERR: the receive queue flushed now, or once placed SENDs are taken.
   void flush_receives_or_defer();

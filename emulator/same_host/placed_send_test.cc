@@ -261,6 +261,29 @@ TEST_F(PlacedSend, ASpoiltLastPlacedSendFailsTheTargetQpOnceTheRingIsEmpty) {
   EXPECT_EQ(c.status, WcStatus::kWrFlushErr);
 }
 
+// A placed SEND lost in the ring, then a SEND as packets: the packet
+// queued behind it shows the gap, and the target fails instead of taking
+// the later message in the lost one's place.
+TEST_F(PlacedSend, APacketBehindALostPlacedSendFailsTheTargetQp) {
+  Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
+  connect(a, b, 0, 0);
+  Sge r = sge(b, 0, 64);
+  ASSERT_EQ(b.qp->post_recv({7, {&r, 1}}), 0);
+  drop_ = [this](size_t, const packet::DecodedPacket&) { return sent_.back().placed; };
+  Sge s = sge(a, 0, 64);
+  ASSERT_EQ(a.qp->post_send(send_of(1, s)), 0);
+  ASSERT_EQ(a.qp->post_send(send_of(2, s)), 0);  // no receive free: packets
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_FALSE(sent_[1].placed);
+  serve();
+  EXPECT_EQ(b.qp->state(), QpState::kErr);
+  EXPECT_EQ(b.qp->counters().placed_sends_lost, 1u);
+  Completion c;
+  ASSERT_TRUE(poll_one(*b.recv_cq, c));
+  EXPECT_EQ(c.wr_id, 7u);
+  EXPECT_EQ(c.status, WcStatus::kWrFlushErr);
+}
+
 TEST_F(PlacedSend, AResetTargetDropsTheSendsPlacedInItsEarlierLife) {
   Endpoint a = make_endpoint(8192), b = make_endpoint(8192);
   connect(a, b, 0, 0);
