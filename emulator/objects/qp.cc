@@ -394,7 +394,7 @@ void QpImpl::receive(const packet::DecodedPacket& pkt) {
     return;
   }
   TargetEntryScope scope(*this);
-  if (placed_sends_missing()) return lose_placed_sends();
+  if (placed_sends_missing_before(pkt.headers.bth.psn)) return lose_placed_sends();
   responder.receive(pkt, info);
 }
 
@@ -411,7 +411,7 @@ void QpImpl::receive_run(const RunFrame& run) {
   ++counters.runs_received;
   trace::run_received(*this, run);
   TargetEntryScope scope(*this);
-  if (placed_sends_missing()) return lose_placed_sends();
+  if (placed_sends_missing_before(run.first.bth.psn)) return lose_placed_sends();
   responder.receive_run(run);
 }
 

@@ -151,10 +151,14 @@ struct QpImpl {
   // the initiator was told it arrived) and fails, unless in ERR already.
   void stop_placed_sends();
   // Whether the entry counts more placed SENDs than were taken (its lock
-  // held): missing if the ring holds no more, or when a request packet of
-  // the initiator comes (sent after every SEND it placed, it queued
-  // behind them).
+  // held): missing if the ring holds no more.
   bool placed_sends_missing();
+  // The same when a request for `psn` comes (the entry's lock held): a new
+  // one, the PSN expected, was sent after every SEND its initiator placed
+  // and queued behind them; a duplicate may have been sent before.
+  bool placed_sends_missing_before(uint32_t psn) {
+    return psn == responder.expected_psn() && placed_sends_missing();
+  }
   // ERR: the receive queue flushed now, or once placed SENDs are taken.
   void flush_receives_or_defer();
   void end_deferred_receive_flush();
