@@ -61,10 +61,13 @@ bool receive_free(TargetQpReceives& receives, uint32_t generation, uint32_t plac
     view.posted = shared_field(receives.posted).load(std::memory_order_acquire);
   }
   if (view.taken_stale) {
-    view.taken_by_packets = shared_field(receives.taken_by_packets).load(std::memory_order_acquire);
+    view.taken_by_packets =
+        shared_field(receives.taken_by_packets).load(std::memory_order_acquire);
     view.taken_stale = false;
   }
-  auto free = [&] { return static_cast<int32_t>(view.posted - view.taken_by_packets - placed) > 0; };
+  auto free = [&] {
+    return static_cast<int32_t>(view.posted - view.taken_by_packets - placed) > 0;
+  };
   if (free()) return true;
   view.posted = shared_field(receives.posted).load(std::memory_order_acquire);
   return free();
@@ -95,7 +98,8 @@ PlacedResult place_send(std::span<uint8_t> area, const PlacedSend& send,
   TargetQpReceives& receives = table.receives[qp - table.qps];
   const uint32_t placed = shared_field(qp->sends_placed).load(std::memory_order_relaxed);
   if (!receive_free(receives, seen.generation, placed, *send.view)) return PlacedResult::kNotNow;
-  if (!pusher.push({.generation = seen.generation, .ordinal = placed})) return PlacedResult::kNotNow;
+  if (!pusher.push({.generation = seen.generation, .ordinal = placed}))
+    return PlacedResult::kNotNow;
   shared_field(qp->sends_placed).store(placed + 1, std::memory_order_relaxed);
   target_entry_access::advance_past_message(*qp, seen, send.psn, 1, seed, false);
   return PlacedResult::kPlaced;

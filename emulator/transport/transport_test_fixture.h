@@ -102,8 +102,8 @@ class Transport : public ::testing::Test {
     placed_seen_ += placed;
     packet::DecodedPacket pkt;
     EXPECT_EQ(placed, is_placed_send_frame(frame)) << "a placed frame's checksum fails";
-    const packet::DecodeError e =
-        packet::decode_ib(packet_bytes, pkt, placed ? packet::Icrc::kOmitted : packet::Icrc::kComputed);
+    const packet::Icrc icrc = placed ? packet::Icrc::kOmitted : packet::Icrc::kComputed;
+    const packet::DecodeError e = packet::decode_ib(packet_bytes, pkt, icrc);
     if (injector_ && e != packet::DecodeError::kNone) return true;  // corrupted on purpose
     EXPECT_EQ(e, packet::DecodeError::kNone);
     sent_.push_back(
