@@ -178,7 +178,7 @@ void Engine::sleep_until_woken(SleepUntil until) {
   if (sleep == 0) return;
   // Beside a standing poll, looking now and then whether it lapsed.
   if (until == SleepUntil::kNoOnePolls && standing_poll_.standing())
-    sleep = std::min(sleep, StandingPoll::kLeaseNs);
+    sleep = std::min(sleep, standing_poll_.look_interval_ns());
   progress_sleeps_until_ns_.store(now + sleep, std::memory_order_seq_cst);
   // A timer armed since the look above saw no sleeper to wake: look again
   // now that the sleep is published (see Engine::schedule_timer).

@@ -1,5 +1,7 @@
 #include "emulator/engine/standing_poll.h"
 
+#include <algorithm>
+
 namespace softverbs {
 
 // No lock: the doorbell keeps at most one standing announcement and
@@ -9,6 +11,7 @@ namespace softverbs {
 // withdrawal and announcement.
 void StandingPoll::stand() {
   doorbell_.begin_standing_poll();
+  announcements_.fetch_add(1, std::memory_order_relaxed);
   standing_.store(true, std::memory_order_relaxed);
 }
 
@@ -20,14 +23,24 @@ bool StandingPoll::withdraw() {
 
 bool StandingPoll::lapsed(uint64_t now_ns) {
   if (!standing()) return false;
+  // Announced anew since the last look: looked at from the start again.
+  if (const uint32_t announced = announcements_.load(std::memory_order_relaxed);
+      announced != announcements_seen_) {
+    announcements_seen_ = announced;
+    beat_seen_ns_ = 0;
+  }
   const uint32_t beat = beat_.load(std::memory_order_relaxed);
   if (beat != beat_seen_ || beat_seen_ns_ == 0) {
+    // The polls go on: looked at less often, the longer they do.
+    look_interval_ns_ =
+        beat_seen_ns_ == 0 ? kLeaseNs : std::min(2 * look_interval_ns_, kLongestLookNs);
     beat_seen_ = beat;
     beat_seen_ns_ = now_ns;
     return false;
   }
   if (now_ns - beat_seen_ns_ < kLeaseNs) return false;
   beat_seen_ns_ = 0;  // counted afresh when it next stands
+  look_interval_ns_ = kLeaseNs;
   return true;
 }
 

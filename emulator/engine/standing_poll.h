@@ -12,8 +12,15 @@
 //   (ibv_req_notify_cq, the event waiter): senders must ring again;
 // - by the progress thread once no poll came for the lease: a program
 //   that polled, found nothing and went on to other work leaves it behind,
-//   and a frame that came meanwhile waits at most about two leases
-//   instead of being served when it comes;
+//   and a frame that came meanwhile waits until that thread looks. It
+//   looks a lease after the announcement, then at intervals that double
+//   while the polls go on, up to kLongestLookNs: each look is a wake-up
+//   that takes a CPU from a poller (on two cores, a 1 µs round trip of a
+//   ping-pong stopped for several), so a program that polls for good is
+//   looked at about a hundred times a second instead of a thousand, and a
+//   frame left behind by one that stopped waits at most about two
+//   intervals (16 ms; a local ACK timeout meanwhile is re-armed, not
+//   counted: fair_timeout.h);
 // - when the engine stops.
 // A poll after a withdrawal announces again. The engine stands only the
 // polls of a thread that polls without arming a CQ (Engine::
@@ -46,8 +53,10 @@ namespace softverbs {
 class alignas(64) StandingPoll {
  public:
   // How long the announcement stands with no poll before the progress
-  // thread withdraws it, and how often that thread looks meanwhile.
+  // thread withdraws it, and when that thread first looks.
   static constexpr uint64_t kLeaseNs = 1'000'000;
+  // The longest the progress thread waits between two looks.
+  static constexpr uint64_t kLongestLookNs = 8 * kLeaseNs;
 
   explicit StandingPoll(Doorbell& doorbell) : doorbell_(doorbell) {}
 
@@ -77,6 +86,8 @@ class alignas(64) StandingPoll {
   // Progress thread: whether the announcement stands and no poll came in
   // the last kLeaseNs before `now_ns` (counted from when it first looks).
   bool lapsed(uint64_t now_ns);
+  // Progress thread: how long to sleep before the next look.
+  uint64_t look_interval_ns() const { return look_interval_ns_; }
 
  private:
   void stand();
@@ -85,9 +96,12 @@ class alignas(64) StandingPoll {
   std::atomic<bool> standing_{false};
   std::atomic<bool> paused_{false};
   std::atomic<uint32_t> beat_{0};  // polls, wrapping; a racy count is fine
-  // The progress thread's view of the beat.
+  std::atomic<uint32_t> announcements_{0};  // wrapping
+  // The progress thread's view of the beat and the announcements.
   uint32_t beat_seen_ = 0;
   uint64_t beat_seen_ns_ = 0;
+  uint32_t announcements_seen_ = 0;
+  uint64_t look_interval_ns_ = kLeaseNs;
 };
 
 }  // namespace softverbs

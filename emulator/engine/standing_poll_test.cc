@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -112,6 +113,48 @@ TEST(StandingPoll, LapsesOnlyAfterALeaseWithoutAPoll) {
   standing.poll();
   EXPECT_FALSE(standing.lapsed(now + 6 * kLease));
   EXPECT_TRUE(standing.lapsed(now + 7 * kLease));
+}
+
+TEST(StandingPoll, LooksLessOftenWhilePollsGoOnAndAfreshOnceWithdrawn) {
+  CountingDoorbell doorbell;
+  StandingPoll standing(doorbell);
+  constexpr uint64_t kLease = StandingPoll::kLeaseNs;
+  standing.poll();
+  uint64_t now = kLease;
+  EXPECT_FALSE(standing.lapsed(now));
+  EXPECT_EQ(standing.look_interval_ns(), kLease) << "the first look is not a lease away";
+  // Each look that finds polls since the last doubles the wait, to the cap.
+  uint64_t expected = kLease;
+  for (int look = 0; look < 6; ++look) {
+    standing.poll();
+    now += standing.look_interval_ns();
+    EXPECT_FALSE(standing.lapsed(now));
+    expected = std::min(2 * expected, StandingPoll::kLongestLookNs);
+    EXPECT_EQ(standing.look_interval_ns(), expected) << "look " << look;
+  }
+  EXPECT_EQ(standing.look_interval_ns(), StandingPoll::kLongestLookNs);
+  // No poll for one interval: lapsed, and the next announcement is looked
+  // at a lease after it again.
+  now += standing.look_interval_ns();
+  EXPECT_TRUE(standing.lapsed(now));
+  standing.withdraw();
+  EXPECT_EQ(standing.look_interval_ns(), kLease);
+
+  // Withdrawn by the program (a CQ armed) and announced again between two
+  // looks: counted from the new announcement, not from the old polls.
+  standing.poll();
+  EXPECT_FALSE(standing.lapsed(now));
+  standing.poll();
+  now += kLease;
+  EXPECT_FALSE(standing.lapsed(now));
+  EXPECT_EQ(standing.look_interval_ns(), 2 * kLease);
+  standing.withdraw();
+  standing.poll();
+  now += 2 * kLease;
+  EXPECT_FALSE(standing.lapsed(now)) << "an announcement made since the last look lapsed at once";
+  EXPECT_EQ(standing.look_interval_ns(), kLease);
+  EXPECT_FALSE(standing.lapsed(now + kLease - 1));
+  EXPECT_TRUE(standing.lapsed(now + kLease));
 }
 
 }  // namespace
