@@ -9,6 +9,9 @@
 //                     latency can beat
 //   futex ITERATIONS  the same hop when each side sleeps in FUTEX_WAIT and is
 //                     woken by FUTEX_WAKE (what a doorbell costs)
+//   faults PAGES      the first touch of a fresh anonymous page (a minor
+//                     fault): what a program pays for memory it allocated
+//                     but had not touched yet, inside its timed loop
 //   memcpy BYTES      memcpy bandwidth inside one process
 //   cma BYTES         process_vm_writev bandwidth into another process (the
 //                     one-copy path of softverbs' large payloads)
@@ -169,6 +172,29 @@ void stalls(uint64_t iterations) {
               static_cast<unsigned long long>(iterations));
 }
 
+// perftest's latency tools write a timestamp per iteration into arrays
+// they allocated and never touched before: a fault every 512 iterations,
+// on each side, inside the timed loop.
+void first_touch_faults(uint64_t pages) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* area = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) fail("mmap: " + std::string(std::strerror(errno)));
+  auto* bytes = static_cast<volatile uint8_t*>(area);
+  std::vector<double> touch_ns(pages);
+  for (uint64_t i = 0; i < pages; ++i) {
+    const auto begin = Clock::now();
+    bytes[i * page] = 1;
+    touch_ns[i] = std::chrono::duration<double, std::nano>(Clock::now() - begin).count();
+  }
+  munmap(area, pages * page);
+  std::sort(touch_ns.begin(), touch_ns.end());
+  const auto at = [&](double fraction) {
+    return touch_ns[std::min<size_t>(pages - 1, static_cast<size_t>(fraction * pages))];
+  };
+  std::printf("fault_ns=%.6g p10_ns=%.6g p90_ns=%.6g pages=%llu\n", at(0.5), at(0.1), at(0.9),
+              static_cast<unsigned long long>(pages));
+}
+
 long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
@@ -305,8 +331,8 @@ uint64_t parse_count(const char* text, const char* what) {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: bench_limits hop ITERATIONS | stalls ITERATIONS | futex ITERATIONS | memcpy BYTES |"
-               " cma BYTES\n");
+               "usage: bench_limits hop ITERATIONS | stalls ITERATIONS | futex ITERATIONS | faults PAGES |"
+               " memcpy BYTES | cma BYTES\n");
 }
 
 }  // namespace
@@ -323,6 +349,8 @@ int main(int argc, char** argv) {
     stalls(parse_count(argv[2], "iteration count"));
   } else if (mode == "futex") {
     futex_hop(parse_count(argv[2], "iteration count"));
+  } else if (mode == "faults") {
+    first_touch_faults(parse_count(argv[2], "page count"));
   } else if (mode == "memcpy") {
     memcpy_bandwidth(parse_count(argv[2], "size"));
   } else if (mode == "cma") {

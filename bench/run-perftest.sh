@@ -6,7 +6,8 @@
 #     again with private MR pages (SOFTVERBS_SHARE_MR_PAGES=0, the opt-out);
 #   - libfabric's fi_pingpong over its shm provider, same sizes;
 #   - the machine's raw limits (bench_limits): a cache line hop between two
-#     processes and how often the machine stalls it, a futex wake, memcpy,
+#     processes and how often the machine stalls it, a futex wake, a page's
+#     first touch, memcpy,
 #     CMA (process_vm_writev);
 #   - T threads of one context against one thread (bench_threads), T event-
 #     driven threads ping-ponging with another process (bench_thread_peers), the cost
@@ -139,7 +140,7 @@ for size in $SIZES; do
     65536 | 1048576) PLAN+=("private_ib_write_bw:$size") ;;
   esac
 done
-PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 private_ib_atomic_lat:8 private_ib_atomic_bw:8 hop stalls futex)
+PLAN+=(ib_atomic_lat:8 ib_atomic_bw:8 private_ib_atomic_lat:8 private_ib_atomic_bw:8 hop stalls futex faults)
 for t in $THREAD_COUNTS; do PLAN+=("threads:$t"); done
 for t in $THREAD_COUNTS; do PLAN+=("threads_send:$t"); done
 for t in $PEER_THREAD_COUNTS; do PLAN+=("thread_peers:$t"); done

@@ -10,7 +10,7 @@
 # IDs: TOOL:SIZE for perftest (ib_send_lat:8, ib_write_bw:65536 ...;
 # private_TOOL:SIZE with SOFTVERBS_SHARE_MR_PAGES=0, uc_TOOL:SIZE and
 # ud_TOOL:SIZE on UC and UD QPs),
-# fi_pingpong:SIZE, cma:SIZE, memcpy:SIZE, hop, stalls, futex, threads:T,
+# fi_pingpong:SIZE, cma:SIZE, memcpy:SIZE, hop, stalls, futex, faults, threads:T,
 # threads_send:T, thread_peers:T, qps:N, reg_mr:BYTES (private_reg_mr:BYTES)
 # and gbench:FILTER (a family of softverbs_bench).
 #
@@ -174,6 +174,7 @@ measure_limit() {
     hop) argument=$( ((QUICK)) && echo 50000 || echo 200000) ;;
     stalls) argument=$( ((QUICK)) && echo 100000 || echo 300000) ;;
     futex) argument=$( ((QUICK)) && echo 5000 || echo 20000) ;;
+    faults) argument=$( ((QUICK)) && echo 2000 || echo 10000) ;;
   esac
   run_program "$id" "$BENCH_BIN/bench_limits" "$kind" "$argument" || return
   case $kind in
@@ -184,6 +185,9 @@ measure_limit() {
       local key
       for key in p99_ns p999_ns stalled_pct stall_every_us; do record "$id" $key "$(value_of $key "$RUN_OUT")"; done
       NOTE="$(value_of stalled_pct "$RUN_OUT")% of round trips stalled, one every $(value_of stall_every_us "$RUN_OUT") us" ;;
+    faults)
+      record "$id" fault_ns "$(value_of fault_ns "$RUN_OUT")"
+      NOTE="$(value_of fault_ns "$RUN_OUT") ns per first touch" ;;
     futex)
       record "$id" one_way_us "$(value_of one_way_us "$RUN_OUT")"
       NOTE="$(value_of one_way_us "$RUN_OUT") us one-way" ;;
@@ -358,7 +362,7 @@ measure() {
   case $1 in
     ib_* | private_ib_* | uc_ib_* | ud_ib_*) measure_perftest "$1" ;;
     fi_pingpong:*) measure_fi_pingpong "$1" ;;
-    hop | stalls | futex | memcpy:* | cma:*) measure_limit "$1" ;;
+    hop | stalls | futex | faults | memcpy:* | cma:*) measure_limit "$1" ;;
     threads:* | threads_send:*) measure_threads "$1" ;;
     thread_peers:*) measure_thread_peers "$1" ;;
     qps:*) measure_qps "$1" ;;
