@@ -14,13 +14,13 @@
 //   that polled, found nothing and went on to other work leaves it behind,
 //   and a frame that came meanwhile waits until that thread looks. It
 //   looks a lease after the announcement, then at intervals that double
-//   while the polls go on, up to kLongestLookNs: each look is a wake-up
-//   that takes a CPU from a poller (on two cores, a 1 µs round trip of a
-//   ping-pong stopped for several), so a program that polls for good is
-//   looked at about a hundred times a second instead of a thousand, and a
-//   frame left behind by one that stopped waits at most about two
-//   intervals (16 ms; a local ACK timeout meanwhile is re-armed, not
-//   counted: fair_timeout.h);
+//   while the polls go on, up to kLongestLookNs: each look is a wake-up,
+//   and on two cores a wake-up takes the CPU from a poller for several
+//   microseconds (a 1 µs ping-pong round trip made slow), so a program
+//   that polls for good is looked at about a hundred times a second
+//   instead of a thousand, and a frame left behind by one that stopped
+//   waits at most about two intervals (16 ms; a local ACK timeout
+//   meanwhile is re-armed, not counted: fair_timeout.h);
 // - when the engine stops.
 // A poll after a withdrawal announces again. The engine stands only the
 // polls of a thread that polls without arming a CQ (Engine::
