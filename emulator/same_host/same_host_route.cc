@@ -151,6 +151,24 @@ bool SameHostRoute::place_send(const SendWqe& w, uint64_t index, const packet::H
   return false;
 }
 
+std::span<uint8_t> SameHostRoute::encode_placed(const SendWqe& w, uint64_t index,
+                                                const packet::Headers& h, std::span<uint8_t> frame,
+                                                uint32_t& checksum) const {
+  const size_t header_bytes = packet::ib_header_bytes(h);
+  if (kPlacedSendPrefixBytes + header_bytes + w.length + packet::kIcrcBytes > frame.size())
+    return {};
+  const std::span<uint8_t> packet_room = frame.subspan(kPlacedSendPrefixBytes);
+  const std::span<uint8_t> payload = packet_room.subspan(header_bytes, w.length);
+  if (w.inline_len)
+    std::memcpy(payload.data(), qp_.sq.inline_at(index), w.length);
+  else if (qp_.gather(qp_.sq.sges_at(index), w.num_sge, 0, payload) != WcStatus::kSuccess)
+    return {};
+  const size_t packet_bytes = packet::encode_ib(h, payload, packet_room, packet::Icrc::kOmitted);
+  if (packet_bytes == 0) return {};
+  checksum = placed_packet_checksum(packet_room.first(packet_bytes));
+  return frame.first(kPlacedSendPrefixBytes + packet_bytes);
+}
+
 bool SameHostRoute::try_placing(const SendWqe& w, uint64_t index, const packet::Headers& h) {
   SameHost& same_host = qp_.engine->same_host();
   const WireAddress dst = qp_.destination();
@@ -164,22 +182,10 @@ bool SameHostRoute::try_placing(const SendWqe& w, uint64_t index, const packet::
     placed_declined();
     return false;
   }
-  // The packet, its payload gathered straight into place (SGEs that do not
-  // check out: the packets report them).
   std::array<uint8_t, kShmMaxFrameBytes> frame;
-  const size_t header_bytes = packet::ib_header_bytes(h);
-  if (kPlacedSendPrefixBytes + header_bytes + w.length + packet::kIcrcBytes > frame.size())
-    return false;
-  const std::span<uint8_t> packet_room = std::span(frame).subspan(kPlacedSendPrefixBytes);
-  const std::span<uint8_t> payload = packet_room.subspan(header_bytes, w.length);
-  if (w.inline_len)
-    std::memcpy(payload.data(), qp_.sq.inline_at(index), w.length);
-  else if (qp_.gather(qp_.sq.sges_at(index), w.num_sge, 0, payload) != WcStatus::kSuccess)
-    return false;
-  const size_t packet_bytes = packet::encode_ib(h, payload, packet_room, packet::Icrc::kOmitted);
-  if (packet_bytes == 0) return false;
-  const std::span<uint8_t> whole = std::span(frame).first(kPlacedSendPrefixBytes + packet_bytes);
-  const uint32_t checksum = placed_packet_checksum(packet_room.first(packet_bytes));
+  uint32_t checksum = 0;
+  const std::span<uint8_t> whole = encode_placed(w, index, h, frame, checksum);
+  if (whole.empty()) return false;
 
   struct Pusher final : PlacedFramePusher {
     SameHost& same_host;

@@ -84,6 +84,12 @@ class SameHostRoute {
   bool placeable_send(const SendWqe& w);
   // place_send() but for what the receives view learns of a refusal.
   bool try_placing(const SendWqe& w, uint64_t index, const packet::Headers& h);
+  // SEND `w`'s packet after room for its placed prefix in `frame`, its
+  // payload gathered straight into place, and the checksum of the packet:
+  // the frame's used part, empty when it does not fit or its SGEs do not
+  // check out (the packets report them).
+  std::span<uint8_t> encode_placed(const SendWqe& w, uint64_t index, const packet::Headers& h,
+                                   std::span<uint8_t> frame, uint32_t& checksum) const;
   // A target that takes no placed SENDs: the next ones go as packets
   // without asking, their number doubling with each refusal up to a limit.
   void placed_declined();
