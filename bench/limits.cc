@@ -64,6 +64,12 @@ void print_spread(const char* key, std::vector<double> values) {
               values.back());
 }
 
+// The figure below which `fraction` of the (sorted, non-empty) values lie.
+double at_fraction(const std::vector<double>& sorted, double fraction) {
+  const size_t n = sorted.size();
+  return sorted[std::min<size_t>(n - 1, static_cast<size_t>(fraction * static_cast<double>(n)))];
+}
+
 // Memory shared with the child, mapped before fork.
 template <typename T>
 T* shared_object() {
@@ -163,9 +169,7 @@ void stalls(uint64_t iterations) {
   const double elapsed_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   reap(child);
   std::sort(round_trip_ns.begin(), round_trip_ns.end());
-  const auto at = [&](double fraction) {
-    return round_trip_ns[std::min<size_t>(iterations - 1, static_cast<size_t>(fraction * iterations))] / 2;
-  };
+  const auto at = [&](double fraction) { return at_fraction(round_trip_ns, fraction) / 2; };
   std::printf("one_way_ns=%.6g p99_ns=%.6g p999_ns=%.6g stalled_pct=%.4g stall_every_us=%.6g iterations=%llu\n",
               at(0.5), at(0.99), at(0.999), 100.0 * static_cast<double>(stalled) / static_cast<double>(iterations),
               stalled == 0 ? elapsed_us : elapsed_us / static_cast<double>(stalled),
@@ -188,11 +192,8 @@ void first_touch_faults(uint64_t pages) {
   }
   munmap(area, pages * page);
   std::sort(touch_ns.begin(), touch_ns.end());
-  const auto at = [&](double fraction) {
-    return touch_ns[std::min<size_t>(pages - 1, static_cast<size_t>(fraction * pages))];
-  };
-  std::printf("fault_ns=%.6g p10_ns=%.6g p90_ns=%.6g pages=%llu\n", at(0.5), at(0.1), at(0.9),
-              static_cast<unsigned long long>(pages));
+  std::printf("fault_ns=%.6g p10_ns=%.6g p90_ns=%.6g pages=%llu\n", at_fraction(touch_ns, 0.5),
+              at_fraction(touch_ns, 0.1), at_fraction(touch_ns, 0.9), static_cast<unsigned long long>(pages));
 }
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {

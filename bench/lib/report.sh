@@ -243,9 +243,10 @@ stalls_note() {
     printf "A round trip of ib_send_lat -s 8 (%.2g us) meets a stall of the machine about every %.0f round trips", 2 * one_way, n
     if (n < 100) printf ": more often than one in a hundred, so its 99th percentile measures the machine, not the transport"
     printf "."
-    if (fault != "") printf " perftest itself touches a fresh page of its timestamp arrays every 512 iterations on each side, a fault of %.2g us here: about one round trip in 256", fault / 1000
-    if (fault != "") printf "; with the stalls, one in %.0f (the 99th percentile holds while that is above 100)", 1 / (1 / n + 1 / 256)
-    if (fault != "") printf "."
+    if (fault != "") {
+      printf " perftest itself touches a fresh page of its timestamp arrays every 512 iterations on each side, a fault of %.2g us here: about one round trip in 256", fault / 1000
+      printf "; with the stalls, one in %.0f (the 99th percentile holds while that is above 100).", 1 / (1 / n + 1 / 256)
+    }
     print "" }'
 }
 
