@@ -251,6 +251,7 @@ class ShmMailbox {
   // Consumer: clears a word no application thread of ours sleeps on.
   void repair_application_sleeping();
   void note_violation() { violations_->fetch_add(1, std::memory_order_relaxed); }
+  static uint64_t monotonic_ns();
 
   ShmSegment segment_;
   MailboxHeader* header_ = nullptr;

@@ -66,6 +66,19 @@ struct alignas(64) MailboxSlot {
   uint8_t bytes[kShmMaxFrameBytes];
 };
 
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
+
+inline std::atomic_ref<uint64_t> sequence_word(MailboxSlot& slot) {
+  return std::atomic_ref<uint64_t>(slot.biased_sequence);
+}
+
+// The length is read once, through an atomic, so the value bounded is the
+// value used even while a misbehaving producer rewrites it.
+inline std::atomic_ref<uint32_t> length_word(MailboxSlot& slot) {
+  return std::atomic_ref<uint32_t>(slot.length);
+}
+
 struct MailboxHeader {
   std::atomic<uint64_t> magic;  // published last, with release
   uint32_t version;
