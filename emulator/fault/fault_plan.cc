@@ -84,18 +84,25 @@ std::string parse_duration(std::string_view key, std::string_view value, uint64_
   return {};
 }
 
-// Applies one key=value to the rule; returns what is wrong, or "".
-std::string apply_key(std::string_view key, std::string_view value, RuleBeingParsed& parsed) {
-  Rule& rule = parsed.rule;
+// What is wrong with `key` in a rule of `action`, when it belongs to
+// another action only; else "".
+std::string key_of_another_action(std::string_view key, Action action) {
   const bool is_delay_key = key == "ms" || key == "us" || key == "jitter_ms" || key == "jitter_us";
-  if (is_delay_key && rule.action != Action::kDelay) {
+  if (is_delay_key && action != Action::kDelay) {
     return "'" + std::string(key) + "' applies only to delay (write e.g. delay:" +
            std::string(key) + "=1)";
   }
-  if (key == "depth" && rule.action != Action::kReorder) {
+  if (key == "depth" && action != Action::kReorder) {
     return "'depth' applies only to reorder (write e.g. reorder:depth=3)";
   }
+  return {};
+}
 
+// Applies one key=value to the rule; returns what is wrong, or "".
+std::string apply_key(std::string_view key, std::string_view value, RuleBeingParsed& parsed) {
+  Rule& rule = parsed.rule;
+  if (std::string problem = key_of_another_action(key, rule.action); !problem.empty())
+    return problem;
   uint64_t number = 0;
   if (key == "dir") {
     const std::string dir = lower(value);

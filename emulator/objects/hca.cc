@@ -186,6 +186,26 @@ std::unique_ptr<Cq> Hca::create_cq(uint32_t cqe, CompletionEventSink* sink, Errn
 namespace {
 // The size of a scatter/gather element in a send WQE (address, length, key).
 constexpr uint32_t kSgeBytes = 16;
+
+// Turns the capabilities a new QP asked for (checked against the device's
+// limits) into those it is granted, as ibv_create_qp reports them back.
+void grant_capabilities(Hca::QpInit& init, uint32_t device_max_inline_data) {
+  QpCapabilities& c = init.cap;
+  // At least one of everything, as HCAs round up.
+  c.max_send_wr = std::max(c.max_send_wr, 1u);
+  c.max_recv_wr = std::max(c.max_recv_wr, 1u);
+  c.max_send_sge = std::max(c.max_send_sge, 1u);
+  c.max_recv_sge = std::max(c.max_recv_sge, 1u);
+  // A send WQE holds its SGEs or its inline data in the same room, so the
+  // inline data may fill what the SGEs would: 16 bytes each (rxe and mlx5
+  // grant this too, and programs such as rdma_xclient inline 16 bytes on a
+  // QP that asked for none).
+  c.max_inline_data = std::min(std::max(c.max_inline_data, c.max_send_sge * kSgeBytes),
+                               device_max_inline_data);
+  if (init.type == QpType::kXrcSend) init.srq = nullptr;  // it receives nothing
+  if (init.srq || init.type == QpType::kXrcSend)
+    c.max_recv_wr = c.max_recv_sge = 0;  // the SRQ's count instead, or none
+}
 }  // namespace
 
 std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
@@ -212,20 +232,7 @@ std::unique_ptr<Qp> Hca::create_qp(Pd& pd, QpInit& init, Errno& err) {
   impl->send_cq = init.send_cq;
   impl->recv_cq = init.recv_cq;
   impl->sq_sig_all = init.sq_sig_all;
-  // Grant at least one of everything, as HCAs round up.
-  c.max_send_wr = std::max(c.max_send_wr, 1u);
-  c.max_recv_wr = std::max(c.max_recv_wr, 1u);
-  c.max_send_sge = std::max(c.max_send_sge, 1u);
-  c.max_recv_sge = std::max(c.max_recv_sge, 1u);
-  // A send WQE holds its SGEs or its inline data in the same room, so the
-  // inline data may fill what the SGEs would: 16 bytes each (rxe and mlx5
-  // grant this too, and programs such as rdma_xclient inline 16 bytes on a
-  // QP that asked for none).
-  c.max_inline_data = std::min(std::max(c.max_inline_data, c.max_send_sge * kSgeBytes),
-                               a.max_inline_data);
-  if (init.type == QpType::kXrcSend) init.srq = nullptr;  // it receives nothing
-  if (init.srq || init.type == QpType::kXrcSend)
-    c.max_recv_wr = c.max_recv_sge = 0;  // the SRQ's count instead, or none
+  grant_capabilities(init, a.max_inline_data);
   impl->srq = init.srq;
   if (init.srq) impl->responder.use_srq(init.srq->impl().max_sge());
   impl->cap = c;
