@@ -159,6 +159,7 @@ Errno QpImpl::modify(const QpAttributes& a, uint32_t requested_mask) {
     case QpState::kRtr:
       responder.start(attr.rq_psn, attr.max_dest_rd_atomic);
       first_rq_psn.store(attr.rq_psn, std::memory_order_relaxed);
+      if (type != QpType::kUd) engine->same_host().open_route_to(destination());
       break;
     case QpState::kRts:
       if (cur == QpState::kRtr) {

@@ -202,6 +202,18 @@ TEST_F(DirectTransport, AnMrDeregisteredOnTheTargetIsNoLongerReached) {
   EXPECT_TRUE(b.buffer == b_before);
 }
 
+// Mapping a peer's ring and target area costs milliseconds on a VM that
+// shadows page tables: it is done when the QP connects, not at the first WQE.
+TEST_F(DirectTransport, ConnectingAQpMapsItsPeersSharedMemoryBeforeAnyWqe) {
+  Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
+  const uint64_t asked_before = wire_->target_areas_asked();
+  connect(a, b, 0, 0);
+  // Once for each side, each naming the other's QP.
+  EXPECT_EQ(wire_->target_areas_asked(), asked_before + 2);
+  EXPECT_EQ(wire_->last_target_area_asked(), a.qp->qpn());  // b's, last to connect
+  EXPECT_TRUE(sent_.empty());
+}
+
 TEST_F(DirectTransport, ATargetQpOutOfRtsTakesNothingDirectly) {
   Endpoint a = make_endpoint(4096), b = make_endpoint(4096);
   connect(a, b, 0, 0, Mtu::k256, /*timeout=*/14, /*retry=*/1);

@@ -87,6 +87,12 @@ PeerTargetArea SameHost::direct_target(const WireAddress& dst) {
   return peers_->peer_target_area(dst);
 }
 
+void SameHost::open_route_to(const WireAddress& dst) {
+  if (!peers_ || dst.device_index == WireAddress::kOffHost) return;
+  // The mapping stays with the wire's peers, where the first frame looks.
+  peers_->peer_target_area(dst, SameHostPeers::Attention::kSkip);
+}
+
 bool SameHost::placed_sends_possible() const {
   // No system call moves a placed SEND: a refused cross-memory attach does
   // not stop it.

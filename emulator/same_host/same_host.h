@@ -80,6 +80,12 @@ class SameHost {
   void stop_deferred_sharing();
   bool direct_possible() const;
   PeerTargetArea direct_target(const WireAddress& dst);
+  // A QP was connected to `dst`: maps the shared memory of the process
+  // serving it (its ring and target area) now, so the first WQE does not
+  // pay for it. A first access to each page of a fresh mapping costs
+  // microseconds where the hypervisor shadows page tables: milliseconds
+  // for a ring, which `ib_write_bw` used to count in its run.
+  void open_route_to(const WireAddress& dst);
   void refuse_direct() { direct_refused_.store(true, std::memory_order_relaxed); }
 
   // Placed SENDs (placed_send.h): whether an initiator of this process may

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -51,8 +52,13 @@ class LoopbackWire final : public Wire, public SameHostPeers, public Doorbell {
   // unless the test says direct_as_same_process().
   void allow_direct(bool allow) { direct_allowed_ = allow; }
   void direct_as_same_process(bool same) { direct_same_process_ = same; }
+  // How often a peer's target area was asked for, and the QPN last asked.
+  uint64_t target_areas_asked() const { return target_areas_asked_.load(); }
+  uint32_t last_target_area_asked() const { return last_target_area_asked_.load(); }
   std::span<uint8_t> own_target_area() override { return target_area_->bytes; }
-  PeerTargetArea peer_target_area(const WireAddress&, Attention) override {
+  PeerTargetArea peer_target_area(const WireAddress& dst, Attention) override {
+    target_areas_asked_.fetch_add(1, std::memory_order_relaxed);
+    last_target_area_asked_.store(dst.qpn, std::memory_order_relaxed);
     if (!direct_allowed_) return {};
     return PeerTargetArea{target_area_, target_area_->bytes, false, direct_same_process_};
   }
@@ -87,6 +93,8 @@ class LoopbackWire final : public Wire, public SameHostPeers, public Doorbell {
   };
   std::shared_ptr<TargetArea> target_area_ = std::make_shared<TargetArea>();
   bool direct_allowed_ = false;
+  std::atomic<uint64_t> target_areas_asked_{0};
+  std::atomic<uint32_t> last_target_area_asked_{0};
 };
 
 }  // namespace softverbs
