@@ -22,9 +22,9 @@
 // (the `sleep` argument: CompletionChannel passes Hca::wait_serving_intake),
 // so that a frame wakes this thread once rather than the progress thread
 // and then this one. An item it pushes so is its own to take the moment it
-// leaves the sleep: it neither writes the eventfd nor wakes itself, and
-// writes the eventfd only if the item is still there when it looks (another
-// waiter took it, or a signal ended the wait). Three system calls fewer per
+// leaves the sleep: it neither writes the eventfd nor wakes itself. The
+// eventfd is brought in line when it takes an item (written if items
+// remain) or when a signal ends its wait. Three system calls fewer per
 // event, each about a microsecond in a VM (`bench_thread_peers`).
 #pragma once
 
